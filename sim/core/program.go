@@ -187,6 +187,10 @@ type OpInfo struct {
 	// whose backward computes the weight's gradient before the input's
 	// and frees the saved input in between (partition.go, weightGradFirst).
 	WeightGradFirst bool
+	// Varlen: the op is flash-attn's varlen kernel over the documents of
+	// Program.Docs, each its own sequence (timing prices each document at
+	// its own length).
+	Varlen bool
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates
@@ -227,10 +231,13 @@ type Program struct {
 	// when no loss reads labels.
 	Labels  Value
 	Loss    Value
-	Regions []Region       // checkpoint regions, index = id-1
-	Graphs  []Graph        // compiled graphs (compile.go)
-	Tables  []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
-	Held    []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
+	Regions []Region // checkpoint regions, index = id-1
+	// Docs are the packed row's documents' lengths (Plan.Docs) that a
+	// Varlen attention op runs one by one; nil when none are given.
+	Docs   []int64
+	Graphs []Graph        // compiled graphs (compile.go)
+	Tables []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
+	Held   []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
 	// HeldBackward: kept alive by the caller through the backward and
 	// dropped before the optimizer step (keep_logits: the loop's out.logits).
 	HeldBackward []Value

@@ -486,6 +486,10 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	if a.Impl == "flash" && b.Packed() && (a.PackedMask || a.NoCacheMask) {
 		b.Op(i).Syncs = packedFlashSyncs
 	}
+	if a.Impl == "flash" && b.Docs() != nil && a.Causal && a.Window == 0 && b.Par.Cpn() == 1 {
+		b.Op(i).Varlen = true
+		b.P.Docs = b.Docs()
+	}
 	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
 	switch {
 	case a.FusedQKV && (!a.RepeatKV || native): // views of one qkv storage

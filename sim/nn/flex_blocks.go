@@ -31,7 +31,9 @@ import "github.com/memsh/memsh/sim/core"
 // first document (docBlocks).
 //
 // The kernel rate stays the FlashAttention curve's at the row's length
-// (timing/ops.go): short documents' lower efficiency is not priced.
+// (timing/ops.go): short documents' lower efficiency is not priced, but
+// for documents given one by one under flash, each priced at its own
+// length (core.OpInfo.Varlen, timing's varlenTime).
 
 // flexBlock is FlexAttention's sparse block size (torch 2.15's
 // _DEFAULT_SPARSE_BLOCK_SIZE, 128; torchtitan's FlexAttention.Config).

@@ -392,12 +392,62 @@ func (pr *pricer) attention(op *core.OpInfo) OpCost {
 	}
 	dt := q.Dtype
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: op.Bytes, Attention: true}
+	in, _ := pr.needsGrad(op)
+	if op.Varlen && len(pr.prog.Docs) > 0 {
+		c.Fwd, c.Bwd, c.Bound = varlenTime(&pr.d, dt, k, pr.prog.Docs, op.Flops, heads, rows)
+		if in {
+			c.BwdK = 3
+		} else {
+			c.Bwd = 0
+		}
+		return c
+	}
 	c.Fwd, c.Bound = attentionTime(&pr.d, dt, k, a, false)
-	if in, _ := pr.needsGrad(op); in {
+	if in {
 		c.Bwd, _ = attentionTime(&pr.d, dt, k, a, true)
 		c.BwdK = 3
 	}
 	return c
+}
+
+// varlenTime prices flash-attn's varlen kernel over documents of the
+// lengths docs, back to back in rows tokens: each document a causal
+// sequence of its own, run at the FlashAttention curve's rate for its
+// length (a short document runs at a short sequence's efficiency), its
+// share of the op's FLOPs by its l (l + 1) / 2 scores; one launch, whose
+// blocks are every document's (one wave fill for them all, one floor).
+func varlenTime(d *hw.Device, dt units.DType, k hw.AttnKernel, docs []int64, flops, heads, rows float64) (fwd, bwd float64, bound Bound) {
+	var pairs, blocks float64
+	for _, l := range docs {
+		pairs += float64(l) * float64(l+1) / 2
+		blocks += heads * ceilDiv(float64(l), attnBlockRows)
+	}
+	blocks *= rows / sumOf(docs) // docs describe one row of the rows
+	r := d.RatesRef()
+	fill := r.Sustain * waveFill(blocks, r.SMs) / publishedWaveFill
+	peak := peakFLOPS(d, dt)
+	var f, bw float64
+	for _, l := range docs {
+		share := flops * float64(l) * float64(l+1) / 2 / pairs
+		ff := k.Pass(false, true).At(float64(l)) * fill
+		fb := k.Pass(true, true).At(float64(l)) * fill
+		if ff <= 0 || fb <= 0 {
+			return kernelFloor, kernelFloor, BoundLaunch
+		}
+		f += share / (peak * min(ff, 1))
+		bw += share * attnBackwardFLOPs / (peak * min(fb, 1))
+	}
+	fwd, bound = kernelTime(f, 0)
+	bwd, _ = kernelTime(bw, 0)
+	return fwd, bwd, bound
+}
+
+func sumOf(xs []int64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += float64(x)
+	}
+	return s
 }
 
 func ceilDiv(a, b float64) float64 { return math.Ceil(a / b) }
