@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // ModernBERT's parameter counts, from answerdotai/ModernBERT-base's and
@@ -115,9 +117,9 @@ func TestModernBERTFlash(t *testing.T) {
 	}
 }
 
-// What memsh does not model is refused naming the key, and transformers
-// 4.x's ModernBERT (masks for every layer, unpadding under flash) is
-// refused with the release to pass.
+// What memsh does not model is refused naming the key, and the
+// ModernBERT of transformers 4.48 to 5.0 (masks for every layer,
+// unpadding under flash) is refused with the release to pass.
 func TestModernBERTRefuses(t *testing.T) {
 	tiny := string(readHF(t, "modernbert-tiny.json"))
 	for _, tc := range []struct {
@@ -126,11 +128,16 @@ func TestModernBERTRefuses(t *testing.T) {
 		{strings.Replace(tiny, `"mlp_dropout": 0.0`, `"mlp_dropout": 0.1`, 1), "", `"mlp_dropout" must be 0`},
 		{strings.Replace(tiny, `"classifier_pooling": "mean"`, `"classifier_pooling": "max"`, 1), "", `"classifier_pooling" must be "cls" or "mean"`},
 		{strings.Replace(tiny, `"model_type"`, `"sparse_prediction": true, "model_type"`, 1), "", `"sparse_prediction" must be false`},
-		{tiny, "4.57.1", `model_type "modernbert" needs transformers 5.0 or later`},
+		{tiny, "4.57.1", `model_type "modernbert" needs transformers 5.1 or later`},
+		{tiny, "5.0.0", `needs transformers 5.1 or later (got transformers="5.0.0")`},
 	} {
 		_, err := hf.FromConfigOptions([]byte(tc.config), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("got %v, want an error containing %q", err, tc.err)
+		}
+		var ue *units.Error
+		if tc.version != "" && (!errors.As(err, &ue) || !strings.Contains(ue.Hint, "4.48 to 5.0 mask every layer and unpad the batch")) {
+			t.Errorf("transformers %s: the hint should say why (got %v)", tc.version, err)
 		}
 	}
 }

@@ -26,9 +26,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\", and the same four for roberta and xlm-roberta " +
 			"(\"RobertaForMaskedLM\", \"XLMRobertaModel\", ...: BERT's layers with positions from pad_token_id + 1, RoBERTa's lm_head, " +
 			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE), " +
-			"and for modernbert (ModernBERT, transformers 5.0: pre-norm layers without biases, a fused Wqkv with rope, GeGLU in one Wi, " +
+			"and for modernbert (ModernBERT, transformers 5.1: pre-norm layers without biases, a fused Wqkv with rope, GeGLU in one Wi, " +
 			"every global_attn_every_n_layers-th layer global and the others seeing local_attention / 2 tokens either side, masked under \"sdpa\" and \"eager\" once the sequence reaches that, " +
-			"the padded batch under every attn as transformers 5 runs it) \"ModernBertForMaskedLM\", \"ModernBertModel\", \"ModernBertForSequenceClassification\" " +
+			"the padded batch under every attn as transformers 5.1 and later run it) \"ModernBertForMaskedLM\", \"ModernBertModel\", \"ModernBertForSequenceClassification\" " +
 			"(classifier_pooling \"cls\" or \"mean\") or \"ModernBertForTokenClassification\"; for decoders the causal LM " +
 			"(the default) or the base model (\"LlamaModel\": no head), a ForConditionalGeneration class only for the model types " +
 			"transformers has one for (the vision-language ones and Qwen3.5's); a decoder's base model keeps the token " +

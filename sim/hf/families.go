@@ -210,12 +210,14 @@ var hfFamilies = []hfFamily{
 	{modelType: "xlm-roberta", prefix: "XLMRoberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{2, 3}},
 	// modernbert: transformers 4.48.0 first built it (ModernBERT-base's
 	// config.json was written by 4.47.0.dev0; its card asks for 4.48.0),
-	// but 4.x's ModernBertModel makes a float mask for every layer under
-	// sdpa and eager (_update_attention_mask) and unpads the batch under
-	// flash_attention_2, which 5.0 dropped: memsh builds 5.x's
-	// (modernbert.go).
-	{modelType: "modernbert", prefix: "ModernBert", base: "model", heads: encoderHeads, build: buildModernBERT, since: [2]int{5, 0},
-		sinceWhy: "4.48 to 4.57 mask every layer and unpad the batch under flash_attention_2, which memsh does not model"},
+	// but up to 5.0.0 its ModernBertModel makes a float mask for every
+	// layer under sdpa and eager (_update_attention_mask) and unpads the
+	// batch under flash_attention_2 (_unpad_modernbert_input, still in the
+	// 5.0.0 wheel); the 5.1.0 wheel is the first built on masking_utils
+	// without them, as 5.25.0 is (5.1.0 to 5.25.0 differ in nothing that
+	// allocates): memsh builds that (modernbert.go).
+	{modelType: "modernbert", prefix: "ModernBert", base: "model", heads: encoderHeads, build: buildModernBERT, since: [2]int{5, 1},
+		sinceWhy: "4.48 to 5.0 mask every layer and unpad the batch under flash_attention_2, which memsh does not model"},
 }
 
 // refusedTypes are model types transformers builds that memsh refuses

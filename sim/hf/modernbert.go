@@ -28,8 +28,9 @@ import (
 // the window alone. The MLP is GeGLU: Wi (2 x intermediate_size) halved,
 // act(first) * second, Wo (nn.MLP.FusedName).
 //
-// transformers 5 hands every attention the padded batch: the unpadding
-// of 4.48-4.57 (_unpad_modernbert_input, flash_attention_2 only) is gone,
+// From transformers 5.1 every attention gets the padded batch: the
+// unpadding of 4.48 to 5.0 (_unpad_modernbert_input, flash_attention_2
+// only) is gone,
 // and flash_attention_2 unpads, as for any model, only a batch whose
 // attention_mask pads; memsh models batches without padding, where
 // either is the whole batch (attn="flash" picks flash_attention_2).
