@@ -102,8 +102,10 @@ func (l *Gemma3nLayer) Lower(b *core.Builder, x core.Value) core.Value {
 	mods := onStream(b, x, one, func() core.Value { return l.modalities(b, x) })
 	coefs := b.Linear("prediction_coefs", core.Role("altup.prediction_coefs"), mods, n, n*n, false)
 	done()
-	// AltUp.predict and correct are methods, not the module's forward: what
-	// they run besides altup's modules runs in the decoder layer's
+	// AltUp.predict and correct are methods, not the altup module's
+	// forward: what they run besides altup's own modules (this matmul, the
+	// clamped correction's F.linear) is the decoder layer's, as PyTorch's
+	// module hooks see it (TestFLOPsAgainstTorch)
 	i := b.AddOp("matmul", "altup_predict", []core.Value{x, coefs})
 	p := b.Out(i, "predicted", s, dt, "the streams times the prediction coefficients")
 	if b.Grad(coefs) {
