@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -131,6 +132,47 @@ func TestPackedAttentionFLOPs(t *testing.T) {
 		}
 		if got := flops(tc.docs) / flops(nil); math.Abs(got-tc.ratio) > 1e-9 {
 			t.Errorf("%s %v: attention FLOPs %.6f of one causal row's, want %.6f", tc.attn, tc.docs, got, tc.ratio)
+		}
+	}
+}
+
+// TestPackedRowsRefused: SDPA and eager layers run one packed row where
+// transformers masks it per document (core/packing.go), and are refused
+// where the documents would attend to each other: a release without
+// masking_utils' packed-sequence check (4.53), 4.54-4.57 on a torch before
+// 2.6 (create_causal_mask drops the mask), a forward with a cache (the
+// check is skipped), and documents in padded rows (doc_tokens without a
+// packed row: nothing masks them).
+func TestPackedRowsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, release, runtime string
+		cache, row             bool
+		err                    string
+	}{
+		{"5.25, cache off", "5.25.0", "cuda", false, true, ""},
+		{"4.57, torch 2.6+", "4.57.1", "cuda", false, true, ""},
+		{"5.25, cache on", "5.25.0", "cuda", true, true, "does not look for packed rows"},
+		{"4.57, torch 2.1", "4.57.1", "cuda-2.1", false, true, "drops the packed-sequence mask before torch 2.6"},
+		{"4.53", "4.53.3", "cuda", false, true, "tokens_per_batch packs documents into one row, which needs flash"},
+		{"documents in padded rows", "5.25.0", "cuda", false, false, "doc_tokens masks attention per document"},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, "llama-gqa-tiny.json"), hf.Options{Attn: "sdpa", Transformers: tc.release})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.UseCache, p.Batch, p.Seq = mustRuntime(t, tc.runtime), tc.cache, 1, 64
+		if tc.row {
+			p.TokensPerBatch, p.Docs = 128, []int64{64, 64}
+		} else {
+			p.DocTokens = 32
+		}
+		_, err = Evaluate(p, core.Options{})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.err)
 		}
 	}
 }

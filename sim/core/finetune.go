@@ -43,7 +43,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		docs:        p.Docs,
 		ligerLayers: p.LigerKernels,
 		keepLogits:  p.KeepLogits,
-		useCache:    p.UseCache && (p.Checkpoint.Mode == "" || p.Checkpoint.Mode == "none"),
+		useCache:    p.ForwardCache(),
 		adapterDT:   p.AdapterDType(),
 		noAttnMask:  p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
 	}

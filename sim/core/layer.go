@@ -70,9 +70,10 @@ type ExpertLayer interface {
 }
 
 // PackingChecker is a layer that cannot run on packed documents (one row
-// of several sequences) as it is configured; CheckPacking says why.
+// of several sequences) as it is configured; CheckPacking says why. p is
+// the plan (TokensPerBatch: one packed row; ForwardCache).
 type PackingChecker interface {
-	CheckPacking(path string) error
+	CheckPacking(path string, p *Plan) error
 }
 
 // Module names. A model's tensors and ops are named by module path, as

@@ -70,6 +70,12 @@ func (b *Builder) Docs() []int64 {
 	return b.Ft.docs
 }
 
+// ForwardCache reports whether the plan's forward fills transformers'
+// DynamicCache (Plan.UseCache, which checkpointing turns off).
+func (p *Plan) ForwardCache() bool {
+	return p.UseCache && (p.Checkpoint.Mode == "" || p.Checkpoint.Mode == "none")
+}
+
 // Packed reports whether the plan lowers one packed row
 // (Plan.TokensPerBatch).
 func (b *Builder) Packed() bool { return b.Ft != nil && b.Ft.packed }
@@ -100,7 +106,7 @@ func (p *Plan) validatePacking() error {
 	for _, l := range p.Model.Layers {
 		Walk(l, ChildPath("", nil, l), func(path string, x Layer) {
 			if c, ok := x.(PackingChecker); ok && bad == "" {
-				if err := c.CheckPacking(path); err != nil {
+				if err := c.CheckPacking(path, p); err != nil {
 					bad = err.Error()
 				}
 			}
