@@ -8,114 +8,6 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// Llama and its relatives in transformers: pre-norm decoders with RMSNorm,
-// rotary embeddings, a gated MLP (or a mixture of experts) and no
-// position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
-// qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
-// ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe and
-// minimax_m2 (minimax.go); their differences are
-// the switches of decoderFamily (from each family's modeling_*.py).
-type decoderFamily struct {
-	tie        bool  // tie_word_embeddings default
-	qkvBias    bool  // q, k, v biased, o not (Qwen2, Qwen2-MoE)
-	biasFlags  bool  // attention_bias (q, k, v, o) and mlp_bias (Llama)
-	attnBias   bool  // attention_bias (q, k, v, o), no mlp_bias (Qwen3, Gemma, Phi-3.5-MoE, gpt-oss)
-	biasDef    bool  // attention_bias's default (gpt-oss: true)
-	headDimDef int64 // default head_dim (Gemma 256, Qwen3 128); 0 = hidden/heads
-	moe        string
-	qkNorm     bool // per-head RMS norm of q and k (Qwen3, Gemma 3)
-	// qkNormWide: Llama's RMS norm over q_proj's and k_proj's whole
-	// outputs, all the heads at once (OLMoE, olmoe.go)
-	qkNormWide bool
-	// nope: some layers have no rotary embedding (no_rope_layers;
-	// SmolLM3, smollm3.go), whose sliding windows need use_sliding_window
-	nope bool
-	// gemma: 1 Gemma (embeddings scaled by sqrt(hidden)); 2 Gemma 2 (+
-	// sandwich norms, soft-capping, every other layer local); 3 Gemma 3
-	// (+ q/k norms, no soft-capping, five local layers to one global)
-	gemma     int
-	fused     bool // one qkv_proj and one gate_up_proj (Phi-3)
-	layerNorm bool // nn.LayerNorm with bias instead of RMSNorm (Phi-3.5-MoE)
-	headBias  bool // lm_head_bias (Phi-3.5-MoE)
-	sinks     bool // attention sinks (gpt-oss)
-	windows   bool // sliding-window layers (layer_types, or the Gemma pattern)
-	// everyWindow: every layer slides when sliding_window is set (null:
-	// none), as MistralConfig, MixtralConfig, Phi3Config and PhimoeConfig
-	// read it
-	everyWindow bool
-	windowDef   int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
-	actKey      string
-	mup         bool // Granite's multipliers (granite.go)
-	// ernie: ERNIE 4.5's use_bias on every projection, attention without
-	// dropout and a rope computed in fp32 on tables each layer makes
-	// (buildDecoder's doc)
-	ernie bool
-	// seedOSS: Seed-OSS's attention_bias (q, k, v), attention_out_bias
-	// (o) and mlp_bias, and its two dropouts (buildDecoder's doc)
-	seedOSS bool
-	// qkNormAfterRope: Hunyuan's query_layernorm and key_layernorm over
-	// each head after the rotary embedding (buildDecoder's doc)
-	qkNormAfterRope bool
-	// starcoder2: StarCoder2's use_bias on every projection, an ungated
-	// MLP (c_fc, c_proj) and its three dropouts (buildDecoder's doc)
-	starcoder2 bool
-}
-
-func decoderFamilyOf(mt string) decoderFamily {
-	switch mt {
-	case "llama":
-		return decoderFamily{biasFlags: true, actKey: "hidden_act"}
-	case "mistral", "ministral3": // Ministral3Config reads sliding_window as MistralConfig does
-		return decoderFamily{everyWindow: true, actKey: "hidden_act"}
-	case "mixtral":
-		return decoderFamily{moe: "mixtral", everyWindow: true, actKey: "hidden_act"}
-	case "qwen2":
-		return decoderFamily{qkvBias: true, actKey: "hidden_act"}
-	case "qwen2_moe":
-		return decoderFamily{qkvBias: true, moe: "qwen2_moe", actKey: "hidden_act"}
-	case "qwen3":
-		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, actKey: "hidden_act"}
-	case "qwen3_moe":
-		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, moe: "qwen3_moe", actKey: "hidden_act"}
-	case "gemma":
-		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 1, actKey: "hidden_activation"}
-	case "gemma2":
-		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 2, windows: true, windowDef: 4096, actKey: "hidden_activation"}
-	case "gemma3_text":
-		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 3, qkNorm: true, windows: true, windowDef: 4096, actKey: "hidden_activation"}
-	case "phi3":
-		return decoderFamily{fused: true, everyWindow: true, actKey: "hidden_act"}
-	case "phimoe":
-		return decoderFamily{attnBias: true, moe: "mixtral", layerNorm: true, headBias: true, everyWindow: true, actKey: "hidden_act"}
-	case "gpt_oss":
-		return decoderFamily{attnBias: true, biasDef: true, moe: "gpt_oss", sinks: true, windows: true, windowDef: 128, actKey: "hidden_act"}
-	case "granite":
-		return decoderFamily{biasFlags: true, mup: true, actKey: "hidden_act"}
-	case "granitemoe":
-		return decoderFamily{attnBias: true, moe: "granitemoe", mup: true, actKey: "hidden_act"}
-	case "olmoe":
-		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
-	case "smollm3":
-		return decoderFamily{tie: true, biasFlags: true, nope: true, windows: true, actKey: "hidden_act"}
-	case "ernie4_5":
-		return decoderFamily{tie: true, headDimDef: 128, ernie: true, actKey: "hidden_act"}
-	case "ernie4_5_moe":
-		return decoderFamily{tie: true, ernie: true, moe: "ernie4_5_moe", actKey: "hidden_act"}
-	case "seed_oss":
-		return decoderFamily{headDimDef: 128, seedOSS: true, actKey: "hidden_act"}
-	case "hunyuan_v1_dense":
-		return decoderFamily{attnBias: true, qkNormAfterRope: true, actKey: "hidden_act"}
-	case "hunyuan_v1_moe":
-		return decoderFamily{attnBias: true, qkNormAfterRope: true, moe: "hunyuan_v1_moe", actKey: "hidden_act"}
-	case "minimax_m2":
-		return decoderFamily{headDimDef: 128, qkNormWide: true, moe: "minimax_m2", actKey: "hidden_act"}
-	case "starcoder2":
-		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
-	}
-	return decoderFamily{actKey: "hidden_act"}
-}
-
 // buildDecoder builds a Llama-style decoder:
 //
 //	embed_tokens, [Gemma: * sqrt(hidden)],
@@ -173,7 +65,10 @@ func decoderFamilyOf(mt string) decoderFamily {
 // -4B, -1.8B, -0.5B and their -Instruct; models/hunyuan_v1_dense at 5.25.0)
 // is Llama with attention_bias on q, k, v and o (default false), a
 // required head_dim and Llama's RMSNorm over each head of q and k after
-// the rotary embedding (query_layernorm, key_layernorm). Its MoE model
+// the rotary embedding (query_layernorm, key_layernorm). Arcee (model_type
+// arcee: arcee-ai/AFM-4.5B and -Base; models/arcee at 5.25.0) is Llama
+// with Nemotron's ungated MLP, up_proj, the squared ReLU (hidden_act
+// "relu2") and down_proj. Hunyuan's MoE model
 // (hunyuan_v1_moe) is the same with HunYuanMoEV1Moe in every layer
 // (hunyuan.go).
 //
@@ -236,7 +131,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if f.starcoder2 {
 		actDef = "gelu_pytorch_tanh"
 	}
-	act := c.mlpAct(actKey, actDef, !f.starcoder2)
+	if f.actDef != "" {
+		actDef = f.actDef
+	}
+	act := c.mlpAct(actKey, actDef, !f.starcoder2 && !f.upDown)
 
 	var pa, po, pe float64
 	if !f.ernie && !f.seedOSS { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
@@ -330,6 +228,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		m := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
 		if f.starcoder2 {
 			m.InName, m.OutName = "c_fc", "c_proj"
+		}
+		if f.upDown {
+			m.InName, m.OutName = "up_proj", "down_proj"
 		}
 		return m
 	}

@@ -9,6 +9,9 @@ package hf
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
+	// arcee: Arcee's AFM-4.5B; the 4.53.0 wheel is the first with
+	// models/arcee (absent from 4.52.4). decoder.go.
+	{modelType: "arcee", prefix: "Arcee", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	// cohere2: transformers 4.48 (Command R7B's config.json was written by
