@@ -234,7 +234,9 @@ func embedScaleBytes(t *testing.T, p *core.Plan) int64 {
 // TestEmbedScaleBufferReleases: the Gemma families' embedding scale is a
 // 0-dim buffer of the embedding, in the parameters' dtype (2 B in bf16),
 // where the release holds one: Gemma 3's and Gemma 4's in every release
-// (Gemma3TextScaledWordEmbedding's register_buffer in 4.57.1), Gemma's and
+// (Gemma3TextScaledWordEmbedding's register_buffer in 4.57.1; Gemma 4's
+// E2B and E4B, and Gemma 3n, scale their per-layer embeddings by a second
+// one), Gemma's and
 // Gemma 2's from 5.4.0 (the 5.3.0 wheel multiplies by a host tensor made
 // in the forward; hf.gemmaScaleBufferSince).
 func TestEmbedScaleBufferReleases(t *testing.T) {
@@ -249,6 +251,7 @@ func TestEmbedScaleBufferReleases(t *testing.T) {
 		{"gemma3-tiny.json", "4.57.1", 2},
 		{"gemma3-tiny.json", "5.25.0", 2},
 		{"gemma4-tiny.json", "5.17.0", 2},
+		{"gemma4-e-tiny.json", "5.17.0", 4}, // the per-layer embeddings' scale besides (nn.Gemma4Embed)
 		{"llama-gqa-tiny.json", "5.25.0", 0},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
