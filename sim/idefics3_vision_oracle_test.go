@@ -70,3 +70,48 @@ func TestIdefics3ImagesSaveAsTransformers(t *testing.T) {
 		{core.Images{Count: 1, Height: 50, Width: 70}, 128, "fp32", false, 4_299_904},
 	})
 }
+
+// The same under processor= options (hf.Options.Processor, a
+// preprocessor_config.json), as tools/oracle/idefics3.py measures them
+// with longest=N (size["longest_edge"]) and nosplit
+// (do_image_splitting=False); transformers 5.25.0, torch 2.15.0, CPU:
+//
+//	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/idefics3-tiny.json 1 50 70 128 [bf16] [ckpt] [eager] longest=64|nosplit
+//	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/idefics3-tiny.json 2 100 30 384 longest=200
+//	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/smolvlm-tiny.json 1 50 70 128 [eager] longest=128
+//	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/smolvlm-tiny.json 2 64 64 256 bf16 nosplit
+//
+// 50 x 70 pixels at a longest edge of 64 are 46 x 64, then 64 x 64: 2 x 2
+// tiles and the global one (5 tiles, 33 tokens an image); unsplit, one
+// tile of 32 x 32 (7 tokens with the tags); 100 x 30 at 200, 7 x 3 tiles
+// and the global one (140 tokens an image); SmolVLM's tiles of 64 at 128,
+// 2 x 2 and the global one.
+func TestIdefics3ProcessorImagesSaveAsTransformers(t *testing.T) {
+	longest := []byte(`{"size": {"longest_edge": 64}}`)
+	noSplit := []byte(`{"do_image_splitting": false}`)
+	im := core.Images{Count: 1, Height: 50, Width: 70}
+	checkImagesSaveCases(t, "idefics3-tiny.json", hf.Options{Attn: "sdpa", Processor: longest}, 144_480, []imagesSaveCase{
+		{im, 128, "fp32", false, 332_928},
+		{im, 128, "bf16", false, 167_488},
+	})
+	checkImagesSaveCases(t, "idefics3-tiny.json", hf.Options{Attn: "eager", Processor: longest}, 144_480, []imagesSaveCase{
+		{im, 128, "fp32", false, 352_128},
+	})
+	checkImagesSaveCases(t, "idefics3-tiny.json", hf.Options{Attn: "sdpa", Processor: []byte(`{"size": {"longest_edge": 200}}`)}, 144_480, []imagesSaveCase{
+		{core.Images{Count: 2, Height: 100, Width: 30}, 384, "fp32", false, 2_929_024},
+	})
+	checkImagesSaveCases(t, "idefics3-tiny.json", hf.Options{Attn: "sdpa", Processor: noSplit}, 144_480, []imagesSaveCase{
+		{im, 128, "fp32", false, 66_688},
+		{im, 128, "bf16", true, 10_560},
+	})
+	checkImagesSaveCases(t, "idefics3-tiny.json", hf.Options{Attn: "eager", Processor: noSplit}, 144_480, []imagesSaveCase{
+		{im, 128, "bf16", false, 39_488},
+	})
+	smolLongest := hf.Options{Attn: "sdpa", Processor: []byte(`{"size": {"longest_edge": 128}, "max_image_size": {"longest_edge": 64}}`)}
+	checkImagesSaveCases(t, "smolvlm-tiny.json", smolLongest, 170_592, []imagesSaveCase{{im, 128, "fp32", false, 1_331_328}})
+	smolLongest.Attn = "eager"
+	checkImagesSaveCases(t, "smolvlm-tiny.json", smolLongest, 170_592, []imagesSaveCase{{im, 128, "fp32", false, 1_653_888}})
+	checkImagesSaveCases(t, "smolvlm-tiny.json", hf.Options{Attn: "sdpa", Processor: noSplit}, 170_592, []imagesSaveCase{
+		{core.Images{Count: 2, Height: 64, Width: 64}, 256, "bf16", false, 268_032},
+	})
+}

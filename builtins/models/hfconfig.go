@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -54,7 +54,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"Idefics3ForConditionalGeneration and SmolVLMForConditionalGeneration: SigLIP's vision model and the connector (model.vision_model, " +
 			"model.connector: pixel_shuffle by scale_factor, a Linear without bias) after the text embedding, reading train(images=) (each image's " +
 			"longest edge resized to 4 x image_size, cut into tiles of image_size pixels plus the whole image as one tile, " +
-			"(image_size/patch_size)²/scale_factor² image tokens a tile with the processor's tags; smolvlm also train(videos=): every frame one tile " +
+			"(image_size/patch_size)²/scale_factor² image tokens a tile with the processor's tags; processor=\"preprocessor_config.json\" gives the image processor's " +
+			"size longest_edge (in place of 4 x image_size) and do_image_splitting (false: every image one tile, its tokens and 3 tags), the only families that read it; smolvlm also train(videos=): every frame one tile " +
 			"whatever its size, its tile's tokens and 3 tags), then text_config's Llama model " +
 			"(model.text_model); lm_head is tied when the top level's tie_word_embeddings says so. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
 			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
@@ -214,10 +215,26 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var arch starlark.Value = starlark.None
 	mtp := false
 	transformers := hf.DefaultTransformers
-	var expertsV, linearV starlark.Value = starlark.None, starlark.None
+	var expertsV, linearV, procV starlark.Value = starlark.None, starlark.None, starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers,
-		"experts?", &expertsV, "linear_attn?", &linearV); err != nil {
+		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV); err != nil {
 		return nil, err
+	}
+	procPath, procData := "", []byte(nil)
+	if procV != starlark.None {
+		s, ok := starlark.AsString(procV)
+		if !ok || s == "" {
+			return nil, &units.Error{Msg: fmt.Sprintf("processor must be the path of a preprocessor_config.json (got %s)", procV.Type()),
+				Hint: "the checkpoint's image processor options (idefics3 and smolvlm read size, max_image_size and do_image_splitting); None (the default) takes the hub's"}
+		}
+		data, err := host.ReadScriptFile(thread, s, maxConfigBytes, "config files")
+		if err != nil {
+			if !strings.Contains(err.Error(), s) {
+				err = fmt.Errorf("cannot read %s: %w", s, err)
+			}
+			return nil, err
+		}
+		procPath, procData = s, data
 	}
 	linearAttn := ""
 	if linearV != starlark.None {
@@ -258,12 +275,14 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts,
-		LinearAttn: linearAttn})
+		LinearAttn: linearAttn, Processor: procData})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {
 			c := *se // name the file the user gave
-			if strings.Contains(c.Msg, "config.json") {
+			if procPath != "" && strings.Contains(c.Msg, "preprocessor_config.json") {
+				c.Msg = strings.Replace(c.Msg, "preprocessor_config.json", procPath, 1)
+			} else if strings.Contains(c.Msg, "config.json") {
 				c.Msg = strings.Replace(c.Msg, "config.json", path, 1)
 			} else {
 				c.Path = path

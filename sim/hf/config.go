@@ -188,6 +188,11 @@ type Options struct {
 	// Qwen3.5): "fla" (flash-linear-attention and causal-conv1d, the
 	// default) or "torch" (transformers' fallback); "" = "fla".
 	LinearAttn string
+	// Processor is the checkpoint's preprocessor_config.json (nil: the
+	// processor's defaults), whose image options the families that model
+	// them read (idefics3 and smolvlm: size, max_image_size,
+	// do_image_splitting); any other family refuses it.
+	Processor []byte
 }
 
 // FromConfigOptions builds the model a config.json describes, with opts.
@@ -198,6 +203,11 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, err
 	}
 	c.mtp = opts.MTP
+	if opts.Processor != nil {
+		if c.proc, err = parseProcessor(opts.Processor); err != nil {
+			return nil, err
+		}
+	}
 	mt, ok := c.raw["model_type"]
 	if !ok || mt == nil {
 		return nil, &units.Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(ModelTypes(), ", ")}
@@ -244,6 +254,10 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	m := fam.build(c, impl, head)
 	if c.err != nil {
 		return nil, c.err
+	}
+	if c.proc != nil && !c.procRead {
+		return nil, &units.Error{Msg: fmt.Sprintf("processor= is not read for model_type %q: memsh models the image processor's options of idefics3 and smolvlm only", s),
+			Hint: "leave processor= out: train(images=) takes this family's images at the processor's defaults (docs/models.md names them)"}
 	}
 	if err := useTransformers(m, c, fam, opts.Transformers, opts.Experts); err != nil {
 		return nil, err

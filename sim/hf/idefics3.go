@@ -1,8 +1,11 @@
 package hf
 
 import (
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // buildIdefics3 builds transformers' Idefics3ForConditionalGeneration
@@ -82,5 +85,48 @@ func idefics3Vision(c, tc *hfConfig, attn string) *nn.Idefics3Vision {
 	if c.err != nil {
 		return nil
 	}
+	idefics3Processor(c, v)
+	if c.err != nil {
+		return nil
+	}
 	return v
+}
+
+// idefics3Processor reads the image options of processor= (the
+// preprocessor_config.json of Idefics3ImageProcessor and
+// SmolVLMImageProcessor, image_processing_idefics3.py, 5.25.0):
+// size["longest_edge"], the edge every image's longest is resized to
+// before the tiling (Longest; the processors' own default is 4 x 364,
+// the hub's configs 4 x image_size, which memsh takes when it is left
+// out); do_image_splitting (default true; false squares every image to
+// one tile); max_image_size["longest_edge"], the tile, which must be
+// vision_config's image_size, as the hub's processors keep it. A size of
+// height and width (no longest_edge) is refused; the video processor's
+// options are its own file's and not read (a frame is one tile whatever
+// they are).
+func idefics3Processor(c *hfConfig, v *nn.Idefics3Vision) {
+	p := c.proc
+	if p == nil {
+		return
+	}
+	c.procRead = true
+	if p.has("size") {
+		s := p.sub("size")
+		if s.err == nil && !s.has("longest_edge") {
+			s.fail("longest_edge", "is missing: memsh models a size of {\"longest_edge\": N}, the edge every image's longest is resized to (the hub's 4 x image_size)")
+		}
+		v.Longest = s.size("longest_edge")
+		p.err = firstErr(p, s)
+	}
+	if p.has("max_image_size") {
+		m := p.sub("max_image_size")
+		if n := m.size("longest_edge"); m.err == nil && n != v.Image {
+			m.fail("longest_edge", "is %d: memsh models tiles of vision_config's image_size (%d), as the hub's processors keep them", n, v.Image)
+		}
+		p.err = firstErr(p, m)
+	}
+	v.NoSplit = !p.flag("do_image_splitting", true)
+	if p.err != nil {
+		c.err = &units.Error{Msg: "preprocessor_config.json: " + strings.Replace(p.err.Msg, "config.json has", "it has", 1), Hint: "processor= is the checkpoint's preprocessor_config.json; leave it out for the hub's defaults"}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -25,7 +26,27 @@ type hfConfig struct {
 	// multimodal rotary cos and sin carry the batch of their 3-D position
 	// ids (nn.Attention.RopeTablesBatch)
 	mrope bool
-	err   *units.Error
+	// proc is Options.Processor's preprocessor_config.json (nil when not
+	// given); procRead says the family read it.
+	proc     *hfConfig
+	procRead bool
+	err      *units.Error
+}
+
+// parseProcessor parses a preprocessor_config.json (Options.Processor),
+// its errors naming that file.
+func parseProcessor(data []byte) (*hfConfig, error) {
+	p, err := parseHFConfig(data)
+	if err != nil {
+		var e *units.Error
+		if errors.As(err, &e) {
+			return nil, &units.Error{Msg: strings.Replace(e.Msg, "config.json", "preprocessor_config.json", 1),
+				Hint: "processor= is the checkpoint's preprocessor_config.json, the JSON object beside its config.json"}
+		}
+		return nil, err
+	}
+	p.prefix = ""
+	return p, nil
 }
 
 // at is key as config.json spells its path: a nested object's keys with

@@ -58,6 +58,14 @@ type Idefics3Vision struct {
 	TextDim    int64 // the text model's hidden_size
 	Impl       string
 	Videos     bool // SmolVLM2: train(videos=) frames through the tower, a tile each
+	// Longest is the image processor's size["longest_edge"], the edge it
+	// resizes every image's longest to before the tiling; 0 = 4 x Image,
+	// the default the hub's processors keep.
+	Longest int64
+	// NoSplit is the image processor's do_image_splitting=False: every
+	// image squared to one tile of Image pixels, written as an unsplit
+	// image (Grid is 0 x 0).
+	NoSplit bool
 }
 
 func (v *Idefics3Vision) Kind() string           { return "idefics3_vision" }
@@ -122,9 +130,14 @@ const maxImageSide = 4096
 // upper_bound: at most 4096), then each side to a multiple of Image
 // (resize_for_vision_encoder: the longer side rounded up, the other from
 // the aspect ratio rounded up), split into Image x Image tiles
-// (split_images).
+// (split_images). A Longest other than 4 x Image replaces it; with
+// NoSplit (do_image_splitting=False) the processor squares every image to
+// one tile and the grid is 0 x 0, as with an image of at most one tile.
 func (v *Idefics3Vision) Grid(h, w int64) (rows, cols int64) {
-	h, w = rescaleLongest(h, w, 4*v.Image, true)
+	if v.NoSplit {
+		return 0, 0
+	}
+	h, w = rescaleLongest(h, w, v.LongestEdge(), true)
 	if max(h, w) > maxImageSide {
 		h, w = rescaleLongest(h, w, maxImageSide, false)
 	}
@@ -141,6 +154,15 @@ func (v *Idefics3Vision) Grid(h, w int64) (rows, cols int64) {
 		return 0, 0
 	}
 	return h / m, w / m
+}
+
+// LongestEdge is the edge the processor resizes every image's longest
+// to: Longest, or 4 x Image when unset.
+func (v *Idefics3Vision) LongestEdge() int64 {
+	if v.Longest > 0 {
+		return v.Longest
+	}
+	return 4 * v.Image
 }
 
 // rescaleLongest is h x w with the longest edge made longest and the
@@ -195,8 +217,15 @@ func (v *Idefics3Vision) Params() int64 {
 func (v *Idefics3Vision) ConnectorParams() int64 { return v.Dim * v.Scale * v.Scale * v.TextDim }
 
 func (v *Idefics3Vision) Summary() string {
-	return fmt.Sprintf("%d layers of %d, %d heads, tiles of %d px, patch %d, scale %d: %d tokens a tile, -> %d",
+	s := fmt.Sprintf("%d layers of %d, %d heads, tiles of %d px, patch %d, scale %d: %d tokens a tile, -> %d",
 		v.Layers, v.Dim, v.Heads, v.Image, v.Patch, v.Scale, v.TileTokens(), v.TextDim)
+	switch {
+	case v.NoSplit:
+		s += "; images not split (one tile each)"
+	case v.Longest > 0:
+		s += fmt.Sprintf("; images resized to a longest edge of %d px", v.Longest)
+	}
+	return s
 }
 
 func (v *Idefics3Vision) Validate(path string) error {

@@ -58,7 +58,7 @@ func (v *Idefics3Vision) tilesFitting(b *core.Builder) int64 {
 	if tokens := im.Count * v.ImageTokens(im.Height, im.Width); tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
 			Msg: fmt.Sprintf("%s of %dx%d pixels: %s an image (%dx%d and the whole image, of %d pixels a side; the processor resizes the longest edge to %d first), %d tokens an image with their tags, %d a sample, more than seq=%d",
-				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(rows*cols+1, "tile"), rows, cols, v.Image, 4*v.Image, v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
+				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(rows*cols+1, "tile"), rows, cols, v.Image, v.LongestEdge(), v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
 	}
 	return im.Count * v.Tiles(im.Height, im.Width)

@@ -71,13 +71,15 @@ def grid(height, width, tile, longest_edge):
     return 0, 0
 
 
-def inputs(raw, count, height, width, seq, longest_edge=None):
+def inputs(raw, count, height, width, seq, longest_edge=None, split=True):
     """input_ids, pixel_values, pixel_attention_mask, and (rows, cols,
-    tiles, image tokens a tile, tokens an image)."""
+    tiles, image tokens a tile, tokens an image); split=False is
+    do_image_splitting=False: every image squared to one tile, rows and
+    cols 0 (Idefics3ImageProcessor._preprocess)."""
     vc = raw["vision_config"]
     tile, patch, scale = vc["image_size"], vc["patch_size"], raw.get("scale_factor", 2)
     per_tile = (tile // patch) ** 2 // scale**2
-    rows, cols = grid(height, width, tile, longest_edge or 4 * tile)
+    rows, cols = grid(height, width, tile, longest_edge or 4 * tile) if split else (0, 0)
     tiles = rows * cols + 1
     fake, glob, nl, tok = 11, 12, 13, raw["image_token_id"]
     one = []
