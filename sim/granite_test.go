@@ -96,6 +96,12 @@ func TestGraniteCheckpointSavesAsTransformers(t *testing.T) {
 // 32 tokens on the CPU.
 func graniteSaved(t *testing.T, file string, layers int, precision, attn string, ckpt bool) int64 {
 	t.Helper()
+	return hfSaved(t, file, layers, precision, hf.Options{Attn: attn}, ckpt)
+}
+
+// hfSaved is graniteSaved with hf_config's options (linear_attn=).
+func hfSaved(t *testing.T, file string, layers int, precision string, opts hf.Options, ckpt bool) int64 {
+	t.Helper()
 	cpu, err := core.LookupRuntime("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +111,7 @@ func graniteSaved(t *testing.T, file string, layers int, precision, attn string,
 		types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"layer_types": [`), "]"), ", ")
 		return `"layer_types": [` + strings.Join(types[:layers], ", ") + "]"
 	})
-	m, err := hf.FromConfigOptions([]byte(cfg), hf.Options{Attn: attn})
+	m, err := hf.FromConfigOptions([]byte(cfg), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"layers (linear_attn) with gated attention every full_attention_interval-th layer (layer_types); linear_attn is their kernel: " +
 			"\"fla\" (the default: flash-linear-attention's chunk_gated_delta_rule and causal-conv1d, with fla's fused gated norm before " +
 			"transformers 5.15) or \"torch\" (transformers' fallback, which keeps every 64-token chunk's state for backward); mtp=True adds " +
-			"their checkpoints' MTP layer. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
+			"their checkpoints' MTP layer. olmo_hybrid (Ai2's Olmo-Hybrid-7B, transformers 5.3) stacks the same Gated DeltaNet " +
+			"(separate q_proj, k_proj, v_proj, a_proj, b_proj, g_proj, o_norm, o_proj; beta doubled with linear_allow_neg_eigval) in " +
+			"Llama layers with OLMo 3's attention layers (layer_types, else every fourth), NoPE where rope_theta is null; linear_attn as above. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
 			"(model.language_model), with a vision_config the vision tower and embed_vision, reading train(images=), with an audio_config " +
 			"the audio tower's weights (no audio input is modelled); arch=\"Gemma4ForCausalLM\" builds the text model alone, past both) build the text models of E2B, E4B, the 26B A4B and 31B: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
 			"q, k and v normed per head, full-attention layers with global_head_dim and, with attention_k_eq_v, num_global_key_value_heads and the " +
@@ -241,7 +243,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		s, ok := starlark.AsString(linearV)
 		if !ok || s == "" {
 			return nil, &units.Error{Msg: fmt.Sprintf("linear_attn must be \"fla\" or \"torch\" (got %s)", linearV.Type()),
-				Hint: "the Gated DeltaNet kernel of qwen3_next and Qwen3.5; None (the default) is \"fla\""}
+				Hint: "the Gated DeltaNet kernel of qwen3_next, Qwen3.5 and olmo_hybrid; None (the default) is \"fla\""}
 		}
 		linearAttn = s
 	}

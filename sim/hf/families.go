@@ -167,6 +167,9 @@ var hfFamilies = []hfFamily{
 	// huggingface/transformers#40778; OLMo 3's config.json files carry
 	// transformers_version 4.57.x). olmo3.go.
 	{modelType: "olmo3", prefix: "Olmo3", base: "model", heads: decoderHeads, build: buildOlmo2, since: [2]int{4, 57}},
+	// olmo_hybrid: Ai2's Olmo-Hybrid-7B; the 5.3.0 wheel is the first with
+	// models/olmo_hybrid (absent from 5.2.0). olmo_hybrid.go.
+	{modelType: "olmo_hybrid", prefix: "OlmoHybrid", base: "model", heads: decoderHeads, build: buildOlmoHybrid, since: [2]int{5, 3}},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},

@@ -249,7 +249,8 @@ var gdnFusedNormUntil = [2]int{5, 15}
 // installed transformers builds the torch norm in every release).
 func setGDN(layers []core.Layer, v [2]int) {
 	walkGDN(layers, func(g *nn.GatedDeltaNet) {
-		g.FusedNorm = g.Kernel != nn.GDNTorch && !atLeast(v, gdnFusedNormUntil)
+		// OLMo Hybrid's gated norm is its own torch module (OlmoHybridRMSNormGated).
+		g.FusedNorm = g.Kernel != nn.GDNTorch && !g.SeparateProj && !atLeast(v, gdnFusedNormUntil)
 	})
 }
 
@@ -287,7 +288,7 @@ func useLinearAttn(m *core.Model, modelType, kernel string) error {
 	fused := false
 	if walkGDN(m.Layers, func(g *nn.GatedDeltaNet) { fused = fused || g.FusedNorm }) == 0 {
 		return &units.Error{Msg: "linear_attn=\"" + kernel + "\": model_type \"" + modelType + "\" has no Gated DeltaNet layers",
-			Hint: "linear_attn= applies to qwen3_next and Qwen3.5 (qwen3_5, qwen3_5_moe); leave it out for this model"}
+			Hint: "linear_attn= applies to qwen3_next, Qwen3.5 (qwen3_5, qwen3_5_moe) and olmo_hybrid; leave it out for this model"}
 	}
 	walkGDN(m.Layers, func(g *nn.GatedDeltaNet) {
 		g.Kernel = kernel

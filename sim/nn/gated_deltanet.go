@@ -40,6 +40,13 @@ type GatedDeltaNet struct {
 	ConvK     int64 // linear_conv_kernel_dim
 	Chunk     int64 // the delta rule's chunk: 64 in fla and in transformers
 	SplitProj bool  // Qwen3.5's four input projections instead of Qwen3-Next's two
+	// SeparateProj: OLMo Hybrid's OlmoHybridGatedDeltaNet (modeling_olmo_hybrid.py
+	// at 5.25.0): q_proj, k_proj, v_proj (concatenated for conv1d), b_proj,
+	// a_proj, the gate g_proj (run after the delta rule), o_norm and o_proj.
+	SeparateProj bool
+	// NegEigval: beta = 2 * sigmoid(b) (linear_allow_neg_eigval), a new
+	// tensor the delta rule reads.
+	NegEigval bool
 	Kernel    string
 	// FusedNorm: the gated norm is fla's FusedRMSNormGated (transformers
 	// 4.57 builds it when fla is installed); else transformers 5's
@@ -118,13 +125,23 @@ func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {
 	kd, vd, hv := g.keyDim(), g.valueDim(), g.VHeads
 	var mixed, zSrc, bSrc, aSrc core.Value
 	var locals []core.Value // the forward's locals, alive until it returns
-	if g.SplitProj {
+	switch {
+	case g.SeparateProj:
+		var qkv []core.Value
+		for _, p := range []struct {
+			name string
+			n    int64
+		}{{"q_proj", kd}, {"k_proj", kd}, {"v_proj", vd}} {
+			qkv = append(qkv, b.Linear(p.name, core.RoleLinear, x, g.Dim, p.n, false))
+		}
+		mixed = b.Ew("cat", "mixed_qkv", qkv, core.WithLast(s, g.convDim()), b.Dtype(qkv[0]), "torch.cat of q_proj, k_proj and v_proj: conv1d's input")
+	case g.SplitProj:
 		mixed = b.Linear("in_proj_qkv", core.RoleLinear, x, g.Dim, g.convDim(), false)
 		zSrc = b.Linear("in_proj_z", core.RoleLinear, x, g.Dim, vd, false)
 		bSrc = b.Linear("in_proj_b", core.RoleLinear, x, g.Dim, hv, false)
 		aSrc = b.Linear("in_proj_a", core.RoleLinear, x, g.Dim, hv, false)
 		locals = append(locals, zSrc, bSrc, aSrc)
-	} else {
+	default:
 		qkvz := b.Linear("in_proj_qkvz", core.RoleLinear, x, g.Dim, 2*kd+2*vd, false)
 		ba := b.Linear("in_proj_ba", core.RoleLinear, x, g.Dim, 2*hv, false)
 		dt := b.Dtype(qkvz)
@@ -143,7 +160,14 @@ func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {
 		locals = append(locals, qkvz, ba) // projected_states_qkvz and _ba
 	}
 	conv := g.conv(b, mixed, s)
+	if g.SeparateProj {
+		bSrc = b.Linear("b_proj", core.RoleLinear, x, g.Dim, hv, false)
+		aSrc = b.Linear("a_proj", core.RoleLinear, x, g.Dim, hv, false)
+	}
 	beta, gate := g.gates(b, bSrc, aSrc, s)
+	if g.NegEigval {
+		beta = b.Ew("mul", "beta_x2", []core.Value{beta}, b.Shape(beta), b.Dtype(beta), "beta * 2.0 (linear_allow_neg_eigval), the delta rule's beta")
+	}
 	// q and k repeated to the value heads (repeat_interleave: copies,
 	// held by the locals query and key).
 	q, k := conv, conv
@@ -158,11 +182,19 @@ func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {
 		o = g.flaChunk(b, q, k, conv, beta, gate, s)
 	}
 	z := zSrc
-	if !g.SplitProj { // z.reshape(-1, head_v_dim) of a strided view: a copy
+	switch {
+	case g.SeparateProj: // gate = g_proj(hidden_states), after the delta rule
+		z = b.Linear("g_proj", core.RoleLinear, x, g.Dim, vd, false)
+		locals = append(locals, z) // the local gate, alive until the forward returns
+	case !g.SplitProj: // z.reshape(-1, head_v_dim) of a strided view: a copy
 		z = b.Ew("copy", "z", []core.Value{zSrc}, core.WithLast(s, vd), b.Dtype(zSrc), "the norm's gate z, reshape's copy of in_proj_qkvz's z part")
 	}
 	y := g.norm(b, o, z, s)
-	out := b.Linear("out_proj", core.RoleLinear, y, vd, g.Dim, false)
+	outName := "out_proj"
+	if g.SeparateProj {
+		outName = "o_proj"
+	}
+	out := b.Linear(outName, core.RoleLinear, y, vd, g.Dim, false)
 	locals = append(locals, conv, q, k, gate)
 	b.KeepAlive("forward_locals", locals...)
 	return out
@@ -225,7 +257,11 @@ func (g *GatedDeltaNet) gates(b *core.Builder, bSrc, aSrc core.Value, s []int64)
 // cast back (for the weight), the fp32 gate (silu's input), the weighted
 // value and silu's fp32 output (the final product promotes to fp32).
 func (g *GatedDeltaNet) norm(b *core.Builder, o, z core.Value, s []int64) core.Value {
-	defer b.Scope("norm")()
+	name := "norm"
+	if g.SeparateProj {
+		name = "o_norm"
+	}
+	defer b.Scope(name)()
 	w := b.Param("weight", []int64{g.VHeadDim}, core.RoleNorm)
 	i := b.AddOp("rms_norm_gated", "norm", []core.Value{o, z}, w)
 	vd := g.valueDim()

@@ -99,8 +99,24 @@ func (g *GatedDeltaNet) torchChunk(b *core.Builder, q, k, conv, beta, gate core.
 		shape []int64
 		n     int // how many such tensors
 	}
+	decays, carried := 3, []sv{
+		{"chunk_decay", f32(chunks, 1), 1}, // exp of each chunk's total decay
+		{"new_values", f32(padded, dv), 1}, // solve_triangular's outputs
+		{"k_cumdecay", f32(padded, dk), 1},
+		{"qk_decayed", f32(padded, dk), 2}, // q and k times their decays
+	}
+	if chunks == 1 {
+		// One chunk: the state q and k_cumdecay multiply is the zero
+		// initial state (no grad), so the decayed q is not saved, and
+		// the one state update (k decayed, chunk_decay and their exp)
+		// feeds no output (output_final_state is False without a cache):
+		// kept are new_values and k_cumdecay, solve_triangular's outputs
+		// (hf_block_saved.py on olmo_hybrid-tiny.json, 32 tokens,
+		// transformers 5.25.0).
+		decays, carried = 2, carried[1:3]
+	}
 	var saved []core.Value
-	for _, v := range []sv{
+	for _, v := range append([]sv{
 		{"qk_fp32", f32(seq, dk), 2},          // l2norm's fp32 inputs
 		{"qk_rsqrt", f32(seq, 1), 2},          // l2norm's rsqrt
 		{"v_padded", f32(padded, dv), 1},      // saved by v * beta
@@ -108,14 +124,11 @@ func (g *GatedDeltaNet) torchChunk(b *core.Builder, q, k, conv, beta, gate core.
 		{"beta_padded", f32(padded, 1), 1},    // saved by v * beta and k * beta
 		{"chunk_matrices", f32(padded, c), 5}, // exp(pairwise decay), k_beta k^T, UT system, q k^T, intra-chunk attention
 		{"k_beta", f32(padded, dk), 1},
-		{"decay_exp", f32(padded, 1), 3},   // exp of the cumulative decays
-		{"chunk_decay", f32(chunks, 1), 1}, // exp of each chunk's total decay
-		{"new_values", f32(padded, dv), 1}, // solve_triangular's outputs
-		{"k_cumdecay", f32(padded, dk), 1},
-		{"qk_decayed", f32(padded, dk), 2}, // q and k times their decays
-		{"states", f32(chunks*dk, dv), 1},  // every chunk's recurrent state (the loop's matmuls)
-		{"v_new", f32(padded, dv), 1},      // every chunk's v_new
-	} {
+		{"decay_exp", f32(padded, 1), decays}, // exp of the cumulative decays
+	}, append(carried,
+		sv{"states", f32(chunks*dk, dv), 1}, // every chunk's recurrent state (the loop's matmuls)
+		sv{"v_new", f32(padded, dv), 1},     // every chunk's v_new
+	)...) {
 		shape := v.shape
 		if v.n > 1 {
 			shape = append([]int64{int64(v.n)}, shape...)
