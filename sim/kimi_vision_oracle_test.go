@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // What the images add to the storages autograd saves in a tiny Kimi K2.5
@@ -141,5 +144,19 @@ func TestPatchConvIsNoLinear(t *testing.T) {
 				t.Errorf("%s: %s: registered %v, quantized %q; want %v, %q", tc.config, w.name, ok, q, w.held, w.quant)
 			}
 		}
+	}
+}
+
+// Kimi K2.5's videos are refused with the reason (its chunks of 4 frames
+// attended to together and pooled, which memsh does not model) and a
+// hint, not the generic images-only error.
+func TestKimiVideosRefused(t *testing.T) {
+	p := visionPlan(t, "kimi-k2.5-tiny.json", hf.Options{Attn: "sdpa"}, 275_520, "fp32")
+	p.Seq, p.Videos = 96, core.Videos{Count: 1, Frames: 8, Height: 56, Width: 56, FPS: 2}
+	_, err := Evaluate(p, core.Options{})
+	var ue *units.Error
+	if !errors.As(err, &ue) || !strings.Contains(ue.Msg, "is not modelled: Kimi K2.5's video processor cuts each video into chunks of 4 frames") ||
+		!strings.Contains(ue.Hint, "images=(count, height, width) runs each frame as its own image") {
+		t.Errorf("kimi_k25 with videos: %v, want the reasoned refusal and its hint", err)
 	}
 }

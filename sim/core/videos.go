@@ -56,6 +56,12 @@ type VideoLayer interface {
 	ReadsVideos() bool
 }
 
+// VideoRefuser is an image tower whose model has a video input memsh does
+// not model: VideosRefused says why and what to do instead.
+type VideoRefuser interface {
+	VideosRefused() (why, hint string)
+}
+
 // validateVideos checks train(videos=...) against the model: videos need
 // a tower with a video input.
 func (p *Plan) validateVideos() error {
@@ -70,7 +76,10 @@ func (p *Plan) validateVideos() error {
 		return ok && v.ReadsVideos()
 	}) != nil
 	images := p.firstLayer(readsImages)
-	switch {
+	switch r, ok := images.(VideoRefuser); {
+	case !videos && ok:
+		why, hint := r.VideosRefused()
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= on model %q is not modelled: %s", p.Model.Name, why), Hint: hint}
 	case !videos && images != nil:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= needs a model with a video input; model %q takes images only (its vision tower: %s)", p.Model.Name, images.Kind()),
 			Hint: "videos are read by Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, LLaVA-OneVision, GLM-4.1V, GLM-4.5V and SmolVLM2 (hf_config of a qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, llava_onevision, glm4v, glm4v_moe or smolvlm config); give this model the frames as images=(count, height, width)"}

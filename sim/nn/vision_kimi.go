@@ -89,6 +89,23 @@ func (v *KimiVision) InDim() int64           { return v.TextDim }
 func (v *KimiVision) OutDim() int64          { return v.TextDim }
 func (v *KimiVision) ReadsImages() bool      { return true }
 
+// VideosRefused says why Kimi K2.5's videos are refused: its video path
+// (transformers 5.25.0, models/kimi_k25) is not the images' one.
+// Kimi_K25VideoProcessor cuts each video into chunks of
+// temporal_patch_size (4) frames, each a grid of t x h x w patches
+// (video_processing_kimi_k25.py _preprocess); MoonViT attends over a
+// chunk's frames together (get_vision_attention_seqlens with
+// merge_temporal=True), adds each frame's temporal position embedding
+// (get_vision_frame_index) and pools the chunk's frames into one frame's
+// tokens (temporal_merge, frame weights 1 / t); the processor writes a
+// timestamp and media tags around each chunk (replace_video_token).
+func (v *KimiVision) VideosRefused() (why, hint string) {
+	return "Kimi K2.5's video processor cuts each video into chunks of 4 frames that MoonViT attends to together, " +
+			"with temporal position embeddings, and pools into one frame's tokens (transformers 5.25.0, models/kimi_k25); memsh models its images only",
+		"leave videos= out; images=(count, height, width) runs each frame as its own image (attention within a frame, " +
+			"4 times a chunk's tokens): not the video path's memory or tokens"
+}
+
 func (v *KimiVision) patchIn() int64   { return 3 * v.Patch * v.Patch }
 func (v *KimiVision) mergedDim() int64 { return v.Dim * v.Merge * v.Merge }
 func (v *KimiVision) headDim() int64   { return v.Dim / v.Heads }
