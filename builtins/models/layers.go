@@ -100,6 +100,7 @@ func LayerBuiltins() []host.Builtin {
 			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, fused=False, proj_names=None, name=None)",
 			Doc: "The transformer feed-forward block. act is gelu, relu, relu2 (squared ReLU: Nemotron-H's), silu, tanh or sigmoid, or one of transformers' " +
 				"GELUs written as Python arithmetic (gelu_new: GPT-2's, 8 kernels saving 4 tensors; gelu_fast; gelu_python; quick_gelu) " +
+				"or xielu (Apertus's xIELU, its Python path: two trained scalars, act_fn.alpha_p and alpha_n) " +
 				"(fc1, act, fc2: 2 * dim * hidden weights) or the gated swiglu or geglu " +
 				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output. " +
 				"fused=True (swiglu or geglu, no bias or dropout) is Granite's GLU: one input_linear (dim -> 2 * hidden) whose " +

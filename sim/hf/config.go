@@ -482,12 +482,14 @@ func (c *hfConfig) mlpAct(key, def string, gated bool) string {
 		fn = "relu"
 	case "relu2":
 		fn = "relu2" // ReLUSquaredActivation: relu, then torch.square
+	case "xielu":
+		fn = "xielu" // XIELUActivation's Python path (nn/xielu.go)
 	case "tanh":
 		fn = "tanh"
 	case "sigmoid":
 		fn = "sigmoid"
 	default:
-		c.fail(key, "names an activation memsh does not know (got %q; known: gelu, gelu_new, gelu_pytorch_tanh, silu, relu, relu2, tanh)", name)
+		c.fail(key, "names an activation memsh does not know (got %q; known: gelu, gelu_new, gelu_pytorch_tanh, silu, relu, relu2, tanh, xielu)", name)
 		return "gelu"
 	}
 	if !gated {

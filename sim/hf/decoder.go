@@ -68,7 +68,11 @@ import (
 // the rotary embedding (query_layernorm, key_layernorm). Arcee (model_type
 // arcee: arcee-ai/AFM-4.5B and -Base; models/arcee at 5.25.0) is Llama
 // with Nemotron's ungated MLP, up_proj, the squared ReLU (hidden_act
-// "relu2") and down_proj. Hunyuan's MoE model
+// "relu2") and down_proj. Apertus (model_type apertus: swiss-ai/Apertus-8B
+// and -70B; models/apertus at 5.25.0) is Llama with Qwen3's per-head q and
+// k norms, its norms named attention_layernorm and feedforward_layernorm,
+// and the same ungated MLP (never biased) with xIELU (nn/xielu.go).
+// Hunyuan's MoE model
 // (hunyuan_v1_moe) is the same with HunYuanMoEV1Moe in every layer
 // (hunyuan.go).
 //
@@ -259,9 +263,12 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			ff = dense()
 			estimateFF = math.Max(estimateFF, 3*float64(hidden)*float64(inter))
 		}
-		attnPart := []core.Layer{norm("input_layernorm"), a}
+		attnNorm, mlpNorm := "input_layernorm", "post_attention_layernorm"
+		if f.apertus {
+			attnNorm, mlpNorm = "attention_layernorm", "feedforward_layernorm"
+		}
+		attnPart := []core.Layer{norm(attnNorm), a}
 		attnPart = append(attnPart, afterAttn...)
-		mlpNorm := "post_attention_layernorm"
 		if f.gemma >= 2 {
 			attnPart = append(attnPart, norm("post_attention_layernorm"))
 			mlpNorm = "pre_feedforward_layernorm"

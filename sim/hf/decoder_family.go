@@ -6,7 +6,7 @@ package hf
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go) and arcee; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee and apertus; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -57,6 +57,9 @@ type decoderFamily struct {
 	// which Arcee's is) with the activation actDef by default
 	upDown bool
 	actDef string
+	// apertus: Apertus's norms named attention_layernorm and
+	// feedforward_layernorm (ApertusDecoderLayer)
+	apertus bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -109,6 +112,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{headDimDef: 128, qkNormWide: true, moe: "minimax_m2", actKey: "hidden_act"}
 	case "arcee":
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", actKey: "hidden_act"}
+	case "apertus":
+		return decoderFamily{attnBias: true, qkNorm: true, upDown: true, actDef: "xielu", apertus: true, actKey: "hidden_act"}
 	case "starcoder2":
 		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
 	}

@@ -9,6 +9,9 @@ package hf
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
+	// apertus: swiss-ai's Apertus-8B and -70B; the 4.56.0 wheel is the
+	// first with models/apertus (absent from 4.55.0). decoder.go.
+	{modelType: "apertus", prefix: "Apertus", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},
 	// arcee: Arcee's AFM-4.5B; the 4.53.0 wheel is the first with
 	// models/arcee (absent from 4.52.4). decoder.go.
 	{modelType: "arcee", prefix: "Arcee", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},

@@ -187,6 +187,8 @@ func Activation(b *core.Builder, fn string, x core.Value) core.Value {
 		return b.Unary("pow", r, true, false)
 	case "gelu_new", "gelu_fast", "gelu_python", "quick_gelu":
 		return pythonGELU(b, fn, x)
+	case "xielu": // Apertus's, with its two scalars (xielu.go)
+		return xielu(b, x)
 	default: // gelu, silu save their input
 		return b.Unary(fn, x, true, false)
 	}

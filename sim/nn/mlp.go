@@ -51,6 +51,9 @@ func (m *MLP) Params() int64 {
 	if m.Bias {
 		n += m.Hidden + m.Dim
 	}
+	if m.Act == "xielu" {
+		n += 2 // act_fn's alpha_p and alpha_n (xielu)
+	}
 	return n
 }
 func (m *MLP) Summary() string {
@@ -64,9 +67,9 @@ func (m *MLP) Validate(path string) error {
 		return err
 	}
 	switch m.Act {
-	case "gelu", "relu", "relu2", "silu", "swiglu", "geglu", "tanh", "sigmoid", "gelu_new", "gelu_fast", "gelu_python", "quick_gelu":
+	case "gelu", "relu", "relu2", "silu", "swiglu", "geglu", "tanh", "sigmoid", "gelu_new", "gelu_fast", "gelu_python", "quick_gelu", "xielu":
 	default:
-		return units.Errorf(path, "unknown mlp activation %q (known: gelu, relu, relu2, silu, swiglu, geglu, gelu_new, gelu_fast, gelu_python, quick_gelu)", m.Act)
+		return units.Errorf(path, "unknown mlp activation %q (known: gelu, relu, relu2, silu, swiglu, geglu, gelu_new, gelu_fast, gelu_python, quick_gelu, xielu)", m.Act)
 	}
 	if m.Dropout < 0 || m.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
