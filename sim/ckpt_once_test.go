@@ -25,7 +25,8 @@ import (
 // ernie4_5-tiny.json, ernie4_5_moe-tiny.json, hunyuan_v1_moe-tiny.json,
 // minimax_m2-tiny.json and dots1-tiny.json (with keepfp32: the routers as
 // from_pretrained loads them; every layer an MoE layer but dots1's first;
-// MiniMax's rotary pair 16 of its 32 head dims wide), seed_oss-tiny.json, deepseek-v4-tiny.json (with
+// MiniMax's rotary pair 16 of its 32 head dims wide), arcee-tiny.json,
+// apertus-tiny.json, seed_oss-tiny.json, deepseek-v4-tiny.json (with
 // keepfp32; layer 0 sliding, 1 compressed sparse, 2 heavily compressed)
 // or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
@@ -147,6 +148,14 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"dots1-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
 		{"dots1-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
 		{"dots1-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"arcee-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"arcee-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"arcee-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"arcee-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"apertus-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"apertus-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"apertus-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"apertus-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
 		{"lfm2_moe-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
 		{"lfm2_moe-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
 		{"lfm2_moe-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
