@@ -193,11 +193,3 @@ func TestRobertaPositions(t *testing.T) {
 		t.Errorf("xlm-roberta flash under 4.57.1: got %v", err)
 	}
 }
-
-// DeBERTa-v2/v3 is refused with its reason, not the list of known types.
-func TestDebertaRefused(t *testing.T) {
-	_, err := hf.FromConfig([]byte(`{"model_type": "deberta-v2", "architectures": ["DebertaV2ForMaskedLM"], "hidden_size": 768}`), "sdpa")
-	if err == nil || !strings.Contains(err.Error(), `model_type "deberta-v2" is not supported yet: DeBERTa-v2/v3's disentangled attention`) {
-		t.Errorf("deberta-v2: got %v", err)
-	}
-}

@@ -29,7 +29,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"and for modernbert (ModernBERT, transformers 5.1: pre-norm layers without biases, a fused Wqkv with rope, GeGLU in one Wi, " +
 			"every global_attn_every_n_layers-th layer global and the others seeing local_attention / 2 tokens either side, masked under \"sdpa\" and \"eager\" once the sequence reaches that, " +
 			"the padded batch under every attn as transformers 5.1 and later run it) \"ModernBertForMaskedLM\", \"ModernBertModel\", \"ModernBertForSequenceClassification\" " +
-			"(classifier_pooling \"cls\" or \"mean\") or \"ModernBertForTokenClassification\"; for decoders the causal LM " +
+			"(classifier_pooling \"cls\" or \"mean\") or \"ModernBertForTokenClassification\"; for deberta-v2 (DeBERTa-v3: deberta-v3-xsmall to -large, " +
+			"mdeberta-v3-base; eager only, as transformers has no other path: \"sdpa\" runs eager) \"DebertaV2ForMaskedLM\", \"DebertaV2Model\", " +
+			"\"DebertaV2ForSequenceClassification\" (ContextPooler on the first token) or \"DebertaV2ForTokenClassification\": each layer's disentangled " +
+			"attention adds to q.k the content-to-position and position-to-content scores against the shared rel_embeddings (2 x position_buckets rows) " +
+			"projected by that layer, gathered at the bucketed relative positions, and keeps both [batch x heads, seq, 2 x position_buckets] score tensors " +
+			"for backward; for decoders the causal LM " +
 			"(the default) or the base model (\"LlamaModel\": no head), a ForConditionalGeneration class only for the model types " +
 			"transformers has one for (the vision-language ones and Qwen3.5's); a decoder's base model keeps the token " +
 			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +
@@ -146,7 +151,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\". transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
-			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: starcoder2 needs 4.39, cohere2 4.48, lfm2 4.54, lfm2_moe 5.0, glm4 (GLM-4-0414) 4.51, hunyuan_v1_dense and hunyuan_v1_moe 4.56, minimax_m2 5.0, dots1 and arcee 4.53, apertus 4.56, granite, granitemoe and olmoe 4.45, granitemoehybrid 4.52, falcon_h1, smollm3 and glm4v 4.53, glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, seed_oss 4.56, olmo3 4.57, gemma3n and gemma3n_text 5.6 (below), glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
+			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: starcoder2 needs 4.39, deberta-v2 4.53, cohere2 4.48, lfm2 4.54, lfm2_moe 5.0, glm4 (GLM-4-0414) 4.51, hunyuan_v1_dense and hunyuan_v1_moe 4.56, minimax_m2 5.0, dots1 and arcee 4.53, apertus 4.56, granite, granitemoe and olmoe 4.45, granitemoehybrid 4.52, falcon_h1, smollm3 and glm4v 4.53, glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, seed_oss 4.56, olmo3 4.57, gemma3n and gemma3n_text 5.6 (below), glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
 			"(attn=\"sdpa\" runs eager): hc_mult residual streams mixed by hyper-connections, sliding, compressed sparse (with an indexer) or heavily compressed attention by layer_types or compress_ratios, " +
 			"hash-routed then top-k sqrt-softplus MoE layers with clamped SwiGLU experts, its MTP layer not built; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); train(videos=) is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +

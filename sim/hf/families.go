@@ -21,6 +21,15 @@ var hfFamilies = []hfFamily{
 	// 4.48.0.dev0; its model page: "added to Hugging Face Transformers on
 	// 2024-12-13", after 4.47.0). cohere2.go.
 	{modelType: "cohere2", prefix: "Cohere2", base: "model", heads: decoderHeads, build: buildCohere2, since: [2]int{4, 48}},
+	// deberta-v2: DeBERTa-v3 (deberta.go); eager only
+	// (DebertaV2PreTrainedModel has no SDPA or flash path). The 4.53.0
+	// wheel's modeling_deberta_v2.py runs the forward 5.25.0 runs (read:
+	// it differs in jit.script decorators and typing); 4.52.4's encoder
+	// checkpoints its layers by _gradient_checkpointing_func with
+	// relative_pos and rel_embeddings positional, which the checkpoint
+	// then saves rather than holds.
+	{modelType: "deberta-v2", prefix: "DebertaV2", base: "deberta", heads: encoderHeads, build: buildDeBERTa, noFused: true, since: [2]int{4, 53},
+		sinceWhy: "4.52 and earlier checkpoint DeBERTa's layers with relative_pos and rel_embeddings as positional inputs, which memsh does not model"},
 	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go).
 	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true, keepRouterSince: keepGateSince}},
 	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
@@ -231,17 +240,7 @@ var hfFamilies = []hfFamily{
 
 // refusedTypes are model types transformers builds that memsh refuses
 // with the reason, rather than with the list of those it knows.
-var refusedTypes = map[string]string{
-	// DeBERTa-v2 and -v3 (models/deberta_v2/modeling_deberta_v2.py at
-	// 5.25.0): DisentangledSelfAttention adds to q.k the content-to-position
-	// and position-to-content scores, q and k against the shared
-	// rel_embeddings (position_buckets, share_att_key), gathered at each
-	// pair's bucketed relative position: per layer two [batch, heads, seq,
-	// 2 x buckets] score tensors and their [batch, heads, seq, seq]
-	// gathers, kept for backward beside eager attention's probabilities
-	// (no SDPA or flash path), which no lowering here replays yet.
-	"deberta-v2": "DeBERTa-v2/v3's disentangled attention (content-to-position and position-to-content scores against shared relative position embeddings, gathered at bucketed relative positions, eager only) keeps per layer tensors BERT's attention does not, and memsh does not replay them yet",
-}
+var refusedTypes = map[string]string{}
 
 // encoderHeads are BERT's and RoBERTa's model classes, the masked LM first.
 var encoderHeads = []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}
