@@ -45,6 +45,9 @@ func (r *RelEmbeddings) Validate(path string) error {
 }
 
 func (r *RelEmbeddings) Lower(b *core.Builder, x core.Value) core.Value {
+	if _, ok := b.SharedValue(relEmbeddingsKey); ok {
+		return x // made once a lowering, as the attention masks are: copied blocks read the same ones
+	}
 	s := b.Shape(x)
 	seq := s[len(s)-2]
 	w := b.Param("rel_embeddings.weight", []int64{r.Rows, r.Dim}, core.Role("rel_embeddings"))
