@@ -9,8 +9,11 @@
 // DeepSeek's latent attention and sparse-attention indexer (mla.go,
 // mla_indexer.go), DeepSeek-V4's hyper-connections, compressed attention
 // and key-value compressors (hyper_connection.go, dsv4_attention.go,
-// kv_compressor.go, moe_v4.go), added
-// position embeddings, poolers, scales and parallel or gated branches.
+// kv_compressor.go, moe_v4.go), Gemma 3n's AltUp streams and layer
+// (gemma3n_altup.go, gemma3n_layer.go), DeBERTa's disentangled attention
+// and shared relative embeddings (disentangled.go), Apertus's xIELU
+// activation (xielu.go), added position embeddings, poolers (a first-token
+// head, mean pooling), scales and parallel or gated branches.
 //
 // Each kind is a core.Layer: it counts its parameters exactly, validates
 // its sizes, and lowers to ops through the core.Builder the way the
