@@ -70,10 +70,21 @@ type ExpertLayer interface {
 }
 
 // PackingChecker is a layer that cannot run on packed documents (one row
-// of several sequences) as it is configured; CheckPacking says why. p is
-// the plan (TokensPerBatch: one packed row; ForwardCache).
+// of several sequences) as it is configured; CheckPacking says why, under
+// the plan's packing (Plan.Packing).
 type PackingChecker interface {
-	CheckPacking(path string, p *Plan) error
+	CheckPacking(path string, p Packing) error
+}
+
+// Packing is what a layer's packing check reads of the plan: a value, so
+// that the plan a search checks for each layout stays on its stack (a
+// *Plan handed to an interface method escapes, a plan's copy on the heap
+// per layout: 2 KB of 231,968 layouts in BenchmarkSearchLlama405B16384).
+type Packing struct {
+	Row                bool   // one packed row (Plan.TokensPerBatch)
+	ForwardCache       bool   // the forward fills transformers' DynamicCache (Plan.ForwardCache)
+	PackedSequenceMask bool   // the runtime's masking_utils masks packed rows (Runtime.PackedSequenceMask)
+	Runtime            string // the runtime's name, for the refusal
 }
 
 // Module names. A model's tensors and ops are named by module path, as

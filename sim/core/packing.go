@@ -102,11 +102,12 @@ func (p *Plan) validatePacking() error {
 	if p.TokensPerBatch <= 0 && p.DocTokens == 0 {
 		return nil
 	}
+	pk := Packing{Row: p.TokensPerBatch > 0, ForwardCache: p.ForwardCache(), PackedSequenceMask: p.Runtime.PackedSequenceMask, Runtime: p.Runtime.Name}
 	var bad string
 	for _, l := range p.Model.Layers {
 		Walk(l, ChildPath("", nil, l), func(path string, x Layer) {
 			if c, ok := x.(PackingChecker); ok && bad == "" {
-				if err := c.CheckPacking(path, p); err != nil {
+				if err := c.CheckPacking(path, pk); err != nil {
 					bad = err.Error()
 				}
 			}

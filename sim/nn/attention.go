@@ -547,15 +547,15 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 // eager and SDPA attention need a block-diagonal mask, which transformers
 // 4.54 and later make for one packed row (PackedMask, NoCacheMask) when
 // the forward has no cache (masking_utils skips the check with one).
-func (a *Attention) CheckPacking(path string, p *core.Plan) error {
+func (a *Attention) CheckPacking(path string, p core.Packing) error {
 	switch {
 	case a.kvNative():
 		return nil
-	case !a.PackedMask && !a.NoCacheMask || p.TokensPerBatch <= 0:
+	case !a.PackedMask && !a.NoCacheMask || !p.Row:
 		return fmt.Errorf("%s runs %s attention", path, a.Impl)
-	case !a.PackedMask && !p.Runtime.PackedSequenceMask:
-		return fmt.Errorf("%s runs %s attention under transformers 4.54-4.57 on runtime %q, whose create_causal_mask drops the packed-sequence mask before torch 2.6", path, a.Impl, p.Runtime.Name)
-	case p.ForwardCache():
+	case !a.PackedMask && !p.PackedSequenceMask:
+		return fmt.Errorf("%s runs %s attention under transformers 4.54-4.57 on runtime %q, whose create_causal_mask drops the packed-sequence mask before torch 2.6", path, a.Impl, p.Runtime)
+	case p.ForwardCache:
 		return fmt.Errorf("%s runs %s attention with use_cache=True, under which transformers' masking_utils does not look for packed rows (pass use_cache=False, as the Trainer does)", path, a.Impl)
 	}
 	return nil

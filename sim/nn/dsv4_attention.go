@@ -100,7 +100,7 @@ func (a *V4Attention) CheckLayout(path string, par core.Parallelism) error {
 }
 
 // CheckPacking: eager attention has no varlen path.
-func (a *V4Attention) CheckPacking(path string, _ *core.Plan) error {
+func (a *V4Attention) CheckPacking(path string, _ core.Packing) error {
 	return fmt.Errorf("%s runs eager attention (DeepSeek-V4 has no flash path)", path)
 }
 

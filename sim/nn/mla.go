@@ -136,7 +136,7 @@ func (a *MLA) CheckLayout(path string, par core.Parallelism) error {
 }
 
 // CheckPacking: packed documents need flash attention's varlen kernel.
-func (a *MLA) CheckPacking(path string, _ *core.Plan) error {
+func (a *MLA) CheckPacking(path string, _ core.Packing) error {
 	if a.Impl != "flash" {
 		return fmt.Errorf("%s runs %s attention", path, a.Impl)
 	}
