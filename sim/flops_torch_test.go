@@ -180,15 +180,21 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 	}
 }
 
+// causalSDPACases are the cases whose text attention is causal SDPA on
+// every layer (flopCauses' first and third rows).
+const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
+	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
+	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus)$"
+
 var flopCauses = []flopCause{
-	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped)$", module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
+	{cases: causalSDPACases, module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
 		why: "causal SDPA: FlopCounterMode counts the full s x s scores whatever is_causal (flop_counter.py: \"We aren't accounting for " +
 			"causal attention here\"); memsh counts half, the FlashAttention papers' convention, which the kernel rates memsh prices " +
 			"with are measured in (FLOPs / time at the same count); the GPU kernel skips the key blocks above the diagonal and " +
 			"computes (n+1)/(2n) of the full with n key blocks of 128",
 		want: causalSDPA(0)},
 	{cases: "^(llama_ckpt|granite_ckpt)$", module: `\.self_attn$`, phase: 2, why: "causal SDPA, recomputed (as its forward)", want: causalSDPA(2)},
-	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped)$", module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 1,
+	{cases: causalSDPACases, module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 1,
 		why: "causal SDPA's backward: half, as the forward, and 2 x its forward where FlopCounterMode counts FlashAttention's five " +
 			"backward matmuls (S recomputed: 2.5 x); memsh's model FLOPs (MFU, r.modules) take the usual 2 x (model_flops.go), " +
 			"its time prices the kernel's 2.5 x (timing.attnBackwardFLOPs)",
@@ -257,7 +263,12 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // hyper-connections' projections and comb mixing, the compressors and the
 // CSA indexer's scorer, no backward for the indexer (no gradient reaches
 // it), every module equal; FlopCounterMode's formulas, each op given to
-// the module running it). Only the op kinds FlopCounterMode counts are
+// the module running it; the hunyuan_v1_moe_grouped, minimax_m2_grouped,
+// dots1_grouped, arcee and apertus lines with 5.25.0, flops.py --cases
+// hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus
+// appended: HunYuan's shared_mlp and gate.wg, MiniMax-M2's router, dots1's
+// dense first layer and shared experts, Arcee's and Apertus's two-matrix
+// MLPs, every module equal but causal SDPA's cause). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every
 // module must match to the FLOP unless flopCauses explains the difference

@@ -9,7 +9,8 @@ images, 3 tiles each, as llama4vis.py lays them out; Kimi K2.5 with two 84 x 112
 as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays them out; Gemma 3 with two
 images and their token_type_ids as gemma3vl.py lays them out; Mistral 3 with two 84 x 112 images as
 mistral3vl.py lays them out; Gemma 3n's text model, gemma3n-tiny.json, transformers 5.25.0: --cases gemma3n,
-appended) on the CPU in fp32, runs
+appended; HunYuan MoE, MiniMax-M2, dots.llm1, Arcee and Apertus, 5.25.0: --cases
+hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -83,6 +84,11 @@ CASES = [
     ("deepseek_v4", "deepseek-v4-tiny.json", "eager", {"experts": "grouped_mm"}),
     ("lfm2", "lfm2-tiny.json", "sdpa", {}),
     ("lfm2_moe_grouped", "lfm2_moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("hunyuan_v1_moe_grouped", "hunyuan_v1_moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("minimax_m2_grouped", "minimax_m2-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("dots1_grouped", "dots1-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("arcee", "arcee-tiny.json", "sdpa", {}),
+    ("apertus", "apertus-tiny.json", "sdpa", {}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
