@@ -10,7 +10,8 @@ as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays
 images and their token_type_ids as gemma3vl.py lays them out; Mistral 3 with two 84 x 112 images as
 mistral3vl.py lays them out; Gemma 3n's text model, gemma3n-tiny.json, transformers 5.25.0: --cases gemma3n,
 appended; HunYuan MoE, MiniMax-M2, dots.llm1, Arcee and Apertus, 5.25.0: --cases
-hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended) on the CPU in fp32, runs
+hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended; DeBERTa-v3 MaskedLM,
+deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -89,6 +90,7 @@ CASES = [
     ("dots1_grouped", "dots1-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("arcee", "arcee-tiny.json", "sdpa", {}),
     ("apertus", "apertus-tiny.json", "sdpa", {}),
+    ("deberta_v2", "deberta-v3-tiny.json", "eager", {}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
