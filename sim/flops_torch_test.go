@@ -136,16 +136,21 @@ var flopRenames = map[string][][2]string{
 		{".attention.self", ".attention"}, {".attention.output.dense", ".attention.o_proj"},
 		{".intermediate.dense", ".intermediate.fc1"}, {".output.dense", ".intermediate.fc2"},
 		{"cls.predictions.decoder", "lm_head"}, {"cls.predictions.transform.dense", "transform_dense"}},
-	// DeBERTa: memsh folds attention.self into attention and names the
-	// FFN fc1, fc2 (the second rename puts back the attention's own
-	// output.dense, which memsh keeps).
-	"deberta_v2": {{".attention.self", ".attention"}, {".intermediate.dense", ".intermediate.fc1"},
-		{".output.dense", ".intermediate.fc2"}, {".attention.intermediate.fc2", ".attention.output.dense"},
-		{"cls.predictions.decoder", "lm_head"}},
-	"mamba2":        {{".mixer.out_proj", ".mixer"}},
-	"llama4_vision": {{"language_model.lm_head", "lm_head"}},
-	"llama_lora":    {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
+	"deberta_v2":     debertaRenames,
+	"deberta_v2_cls": debertaRenames,
+	"deberta_v2_tok": debertaRenames,
+	"mamba2":         {{".mixer.out_proj", ".mixer"}},
+	"llama4_vision":  {{"language_model.lm_head", "lm_head"}},
+	"llama_lora":     {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
 }
+
+// debertaRenames: memsh folds DeBERTa's attention.self into attention,
+// names the FFN fc1, fc2 (the fourth rename puts back the attention's own
+// output.dense, which memsh keeps), the MLM decoder lm_head and the
+// ContextPooler's dense pooler.
+var debertaRenames = [][2]string{{".attention.self", ".attention"}, {".intermediate.dense", ".intermediate.fc1"},
+	{".output.dense", ".intermediate.fc2"}, {".attention.intermediate.fc2", ".attention.output.dense"},
+	{"cls.predictions.decoder", "lm_head"}, {"pooler.dense", "pooler"}}
 
 // memshModule folds what memsh names below a module FlopCounterMode sees
 // as one: transformers 5's experts are one module (experts) whose loop or
@@ -277,7 +282,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // MLPs, every module equal but causal SDPA's cause; the deberta_v2 line
 // with 5.25.0, flops.py --cases deberta_v2 appended: DeBERTa-v3's eager
 // disentangled attention (c2p and p2c bmm) and the relative embeddings'
-// query and key projections, every module equal). Only the op kinds FlopCounterMode counts are
+// query and key projections, every module equal; deberta_v2_cls and
+// deberta_v2_tok, flops.py --cases deberta_v2_cls,deberta_v2_tok appended:
+// the ContextPooler on the first token and the classifiers, every module
+// equal). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every
 // module must match to the FLOP unless flopCauses explains the difference

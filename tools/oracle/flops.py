@@ -11,8 +11,9 @@ images and their token_type_ids as gemma3vl.py lays them out; Mistral 3 with two
 mistral3vl.py lays them out; Gemma 3n's text model, gemma3n-tiny.json, transformers 5.25.0: --cases gemma3n,
 appended; HunYuan MoE, MiniMax-M2, dots.llm1, Arcee and Apertus, 5.25.0: --cases
 hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended; DeBERTa-v3 MaskedLM,
-deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended) on the CPU in fp32, runs
-model(input_ids, labels=input_ids).loss and loss.backward() once,
+deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended; its sequence and token classification
+heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta_v2_tok, appended) on the CPU in fp32, runs
+model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
 counts no elementwise op, norm, softmax or loss.
@@ -91,6 +92,8 @@ CASES = [
     ("arcee", "arcee-tiny.json", "sdpa", {}),
     ("apertus", "apertus-tiny.json", "sdpa", {}),
     ("deberta_v2", "deberta-v3-tiny.json", "eager", {}),
+    ("deberta_v2_cls", "deberta-v3-tiny-cls.json", "eager", {"labels": "sequence"}),
+    ("deberta_v2_tok", "deberta-v3-tiny-tok.json", "eager", {"labels": "token"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -378,11 +381,16 @@ def measure(case, batch, seq):
         ids, extra = vision_inputs(raw, *case[3]["images"], seq)
     else:
         ids = torch.randint(0, raw["vocab_size"] - 8, (batch, seq))
+    labels = ids
+    if case[3].get("labels") == "sequence":  # a classification head: one class a sample (num_labels 2)
+        labels = torch.randint(0, 2, (ids.shape[0],))
+    elif case[3].get("labels") == "token":  # one class a token
+        labels = torch.randint(0, 2, ids.shape)
     where = Where(model)
     counter = Counter(where)
     try:
         with counter, Tag(where):
-            loss = model(input_ids=ids, labels=ids, **extra).loss
+            loss = model(input_ids=ids, labels=labels, **extra).loss
             propagate(loss.grad_fn)
             where.phase = "backward"
             loss.backward()
