@@ -195,7 +195,7 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 // every layer (flopCauses' first and third rows).
 const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
 	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
-	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus)$"
+	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense)$"
 
 var flopCauses = []flopCause{
 	{cases: causalSDPACases, module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
@@ -279,7 +279,9 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus
 // appended: HunYuan's shared_mlp and gate.wg, MiniMax-M2's router, dots1's
 // dense first layer and shared experts, Arcee's and Apertus's two-matrix
-// MLPs, every module equal but causal SDPA's cause; the deberta_v2 line
+// MLPs, every module equal but causal SDPA's cause; the hunyuan_v1_dense
+// line with 5.25.0, flops.py --cases hunyuan_v1_dense appended, the same;
+// the deberta_v2 line
 // with 5.25.0, flops.py --cases deberta_v2 appended: DeBERTa-v3's eager
 // disentangled attention (c2p and p2c bmm) and the relative embeddings'
 // query and key projections, every module equal; deberta_v2_cls and

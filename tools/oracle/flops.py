@@ -10,7 +10,8 @@ as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays
 images and their token_type_ids as gemma3vl.py lays them out; Mistral 3 with two 84 x 112 images as
 mistral3vl.py lays them out; Gemma 3n's text model, gemma3n-tiny.json, transformers 5.25.0: --cases gemma3n,
 appended; HunYuan MoE, MiniMax-M2, dots.llm1, Arcee and Apertus, 5.25.0: --cases
-hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended; DeBERTa-v3 MaskedLM,
+hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended; HunYuan dense: --cases
+hunyuan_v1_dense, appended; DeBERTa-v3 MaskedLM,
 deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended; its sequence and token classification
 heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta_v2_tok, appended) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
@@ -86,6 +87,7 @@ CASES = [
     ("deepseek_v4", "deepseek-v4-tiny.json", "eager", {"experts": "grouped_mm"}),
     ("lfm2", "lfm2-tiny.json", "sdpa", {}),
     ("lfm2_moe_grouped", "lfm2_moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("hunyuan_v1_dense", "hunyuan_v1_dense-tiny.json", "sdpa", {}),
     ("hunyuan_v1_moe_grouped", "hunyuan_v1_moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("minimax_m2_grouped", "minimax_m2-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("dots1_grouped", "dots1-tiny.json", "sdpa", {"experts": "grouped_mm"}),
