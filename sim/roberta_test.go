@@ -124,16 +124,24 @@ func TestRobertaDropoutMasks(t *testing.T) {
 }
 
 // BERT's own layers, which RoBERTa's share, against the same harness:
-// bert-tiny.json (BertForMaskedLM, dropouts 0.1), masks as above less the
-// classification head's:
+// bert-tiny.json (BertForMaskedLM, dropouts 0.1, 64 positions), masks as
+// above less the classification head's, the forward handed
+// token_type_ids as BERT's tokenizer makes them ([2, 32] int64):
 //
-//	python tools/oracle/hf_block_saved.py sim/testdata/hf/bert-tiny.json {1,2} 2 32 {float32,bfloat16} eager nocache
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/bert-tiny.json {1,2} 2 32 {float32,bfloat16} eager nocache tokentypes
 //
-// fp32 462,596 / 791,300, bf16 232,194 / 396,546.
+// fp32 462,852 / 791,556, bf16 232,450 / 396,802 under 5.25.0 and (fp32)
+// 4.57.1 alike. Of these, 512 bytes are the position_ids buffer ([1, 64]
+// int64), which the position lookup saves as a view
+// (position_ids[:, :32]) and memsh counts as the module's buffer:
+// bertPositionBuffer. Handed none, 5.25.0 saves a [1, 32] gather of the
+// token_type_ids buffer instead of the [2, 32] input (256 bytes fewer:
+// 462,596 / 791,300; not modelled: buildBERT's doc).
 func TestBERTDropoutMasks(t *testing.T) {
+	const bertPositionBuffer = 8 * 64
 	checkCPUDropout(t, "bert-tiny.json", 2*4*32*32+2*2*32*64, 2*32*64, []cpuDropout{
-		{"fp32", 4, 462_596, 791_300},
-		{"bf16", 2, 232_194, 396_546},
+		{"fp32", 4, 462_852 - bertPositionBuffer, 791_556 - bertPositionBuffer},
+		{"bf16", 2, 232_450 - bertPositionBuffer, 396_802 - bertPositionBuffer},
 	})
 }
 

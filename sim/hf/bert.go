@@ -42,12 +42,22 @@ import (
 //     mask, a [batch, seq] tensor per sample), so max_position_embeddings
 //     (514) serves pad_token_id + 1 fewer tokens (512); the token types
 //     are the token_type_ids buffer gathered at those positions, [batch,
-//     seq] too (BERT's are [1, seq], expanded).
+//     seq] too, from transformers 5.0 (tokenTypeGatherSince; before, a
+//     view of the buffer). RoBERTa's tokenizers hand no token_type_ids
+//     (model_input_names is input_ids and attention_mask).
 //   - RobertaLMHead: lm_head.dense, gelu (always), lm_head.layer_norm, then
 //     lm_head.decoder tied to the word embeddings, with lm_head.bias.
 //   - RobertaForSequenceClassification has no pooler: its
 //     RobertaClassificationHead takes the first token, dropout,
 //     classifier.dense, tanh, dropout, classifier.out_proj.
+//
+// BERT's position ids are position_ids[:, :seq], a view of the buffer (no
+// new storage; nn.AddEmbedding.BufferIDs). Its token types are the
+// tokenizer's [batch, seq] int64 (BertTokenizer's model_input_names holds
+// token_type_ids, and the Trainer hands the forward every column it
+// takes), saved by the lookup. A batch without them is not modelled: 5.x
+// would gather a new [1, seq] from the buffer, 4.x view it, 8 x (batch -
+// 1) x seq and 8 x batch x seq bytes fewer.
 func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	roberta := c.modelType != "bert"
 	hidden := c.size("hidden_size")
@@ -95,8 +105,10 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	)
 	ls := []core.Layer{
 		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
-		&nn.AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true},
-		&nn.AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: maxSeq, PerSample: roberta},
+		&nn.AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true,
+			Buffer: "token_type_ids", BufferLen: positions},
+		&nn.AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: maxSeq, PerSample: roberta,
+			BufferIDs: !roberta, Buffer: "position_ids", BufferLen: positions},
 		ln("embeddings_layernorm"),
 	}
 	if po > 0 {
@@ -179,4 +191,21 @@ func (c *hfConfig) numLabels() int64 {
 		return int64(len(m))
 	}
 	return c.sizeOr("num_labels", 2)
+}
+
+// setTokenTypeView sets whether RoBERTa's token-type ids are a view of
+// its buffer (before tokenTypeGatherSince) or a new [batch, seq] gather.
+func setTokenTypeView(layers []core.Layer, view bool) {
+	var walk func(l core.Layer)
+	walk = func(l core.Layer) {
+		if e, ok := l.(*nn.AddEmbedding); ok && e.Name == "token_type_embeddings" {
+			e.BufferIDs = view
+		}
+		for _, c := range l.Children() {
+			walk(c)
+		}
+	}
+	for _, l := range layers {
+		walk(l)
+	}
 }

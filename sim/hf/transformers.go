@@ -19,6 +19,15 @@ import (
 // 2025) until December 2026.
 const DefaultTransformers = "5.25.0"
 
+// tokenTypeGatherSince is the first transformers release whose RoBERTa
+// and XLM-RoBERTa embeddings, handed no token_type_ids, gather the
+// token_type_ids buffer at the [batch, seq] position ids
+// (torch.gather(buffer.expand(batch, -1), 1, position_ids): a new [batch,
+// seq] int64 the lookup saves) instead of viewing buffer[:, :seq]
+// expanded (no new storage): the 5.0.0 and 5.25.0 wheels' RobertaEmbeddings
+// and XLMRobertaEmbeddings.forward; the 4.57.1 wheel views.
+var tokenTypeGatherSince = [2]int{5, 0}
+
 // gqaSince is the first transformers release whose SDPA path passes
 // enable_gqa=True instead of expanding k and v (use_gqa_in_sdpa in
 // integrations/sdpa_attention.py: absent from the 4.53.3 wheel, present
@@ -274,6 +283,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	setGDN(m.Layers, v)
 	if fam.modelType == "mamba" {
 		setMambaSkipFP32(m.Layers, atLeast(v, mambaSkipFP32Since))
+	}
+	if fam.modelType == "roberta" || fam.modelType == "xlm-roberta" {
+		setTokenTypeView(m.Layers, !atLeast(v, tokenTypeGatherSince))
 	}
 	if fam.modelType == "falcon" {
 		setFalconShared(m.Layers, atLeast(v, falconSharedSince))

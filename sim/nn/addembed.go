@@ -29,6 +29,18 @@ type AddEmbedding struct {
 	// (token types). OPT keeps 2 extra rows (its position offset), so its
 	// MaxSeq is Rows-2.
 	MaxSeq int64
+	// BufferIDs says the ids are a slice or an expand of the module's own
+	// non-persistent buffer (BERT's position_ids[:, :seq]; transformers
+	// 4.x's token_type_ids[:, :seq].expand(batch, seq)): no new storage,
+	// and what the lookup saves for its backward is that buffer. Else the
+	// ids are a new int64 tensor of the output's rows.
+	BufferIDs bool
+	// Buffer names the module's non-persistent int64 buffer [1,
+	// BufferLen] the ids are read from (BERT's and RoBERTa's position_ids
+	// and token_type_ids, max_position_embeddings long, registered by
+	// BertEmbeddings.__init__ whatever the forward is handed); "" = none.
+	Buffer    string
+	BufferLen int64
 }
 
 func (e *AddEmbedding) Kind() string           { return "add_embedding" }
@@ -56,6 +68,9 @@ func (e *AddEmbedding) Validate(path string) error {
 	if err := core.Positive(path, "dim", e.Dim); err != nil {
 		return err
 	}
+	if e.Buffer != "" && e.BufferLen <= 0 {
+		return units.Errorf(path, "buffer_len must be positive with a buffer (got %d)", e.BufferLen)
+	}
 	if e.MaxSeq < 0 || e.MaxSeq > e.Rows {
 		return units.Errorf(path, "max_seq must be in 0..rows (rows=%d, max_seq=%d)", e.Rows, e.MaxSeq)
 	}
@@ -74,17 +89,23 @@ func (e *AddEmbedding) Lower(b *core.Builder, x core.Value) core.Value {
 			Hint: fmt.Sprintf("use seq <= %d (the config's max_position_embeddings)", e.MaxSeq),
 		}})
 	}
+	if e.Buffer != "" {
+		b.Buffer(e.Buffer, []int64{1, e.BufferLen}, units.INT64, "the ids' source (a non-persistent int64 buffer)")
+	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{e.Rows, e.Dim}, "pos_embed")
 	n := int64(1)
 	if e.PerSample {
 		n = b.Batch
 	}
-	ii := b.AddOp("arange", "ids", nil)
-	ids := b.Out(ii, "ids", []int64{n, b.Seq}, units.INT64, "position or token-type ids")
-	i := b.AddOp("embedding", "", []core.Value{ids}, w)
+	var ids []core.Value
+	if !e.BufferIDs {
+		ii := b.AddOp("arange", "ids", nil)
+		ids = append(ids, b.Out(ii, "ids", []int64{n, b.Seq}, units.INT64, "position or token-type ids"))
+	}
+	i := b.AddOp("embedding", "", ids, w)
 	y := b.Out(i, "out", []int64{n, b.Seq, e.Dim}, b.Prec.Params, "learned position or token-type embeddings")
-	b.Save(i, ids)
+	b.Save(i, ids...)
 	b.Op(i).NoGradB = true
 	return b.Add("add", x, y)
 }

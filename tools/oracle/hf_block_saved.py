@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [ckpt] [held] [keepfp32] [eagerexperts]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [tokentypes] [ckpt] [held] [keepfp32] [eagerexperts]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -20,6 +20,9 @@
 # config's use_cache (true by default) makes a DynamicCache whose
 # torch.cat copies k and v in every layer, the tensors the kernel then
 # reads (a fused qkv projection's v is no longer a view of its output).
+# With tokentypes the forward gets token_type_ids, zeros [BATCH, SEQ] int64,
+# as BERT's tokenizer hands them (model_input_names) and the Trainer
+# passes them on; without, none (RoBERTa's tokenizers make none).
 # With mask the forward gets an attention_mask of ones (no padding), as a
 # data collator passes it; without, none. With ckpt every decoder layer
 # is checkpointed (gradient_checkpointing_enable, use_reentrant=False):
@@ -137,7 +140,10 @@ if "held" in sys.argv[7:]:
         layer.register_forward_pre_hook(note_args, with_kwargs=True)
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
     mask = torch.ones_like(ids) if "mask" in sys.argv[7:] else None
-    out = model(input_ids=ids, labels=labels, attention_mask=mask, use_cache=False if "nocache" in sys.argv[7:] else None)
+    extra = {"token_type_ids": torch.zeros_like(ids)} if "tokentypes" in sys.argv[7:] else {}
+    if "nocache" in sys.argv[7:]:  # 4.x's encoders take no use_cache
+        extra["use_cache"] = False
+    out = model(input_ids=ids, labels=labels, attention_mask=mask, **extra)
 gc.collect()
 live = {k for k in saved if any(r() is not None for r in alive[k])}
 held = {k: (n, what) for k, (n, refs, what) in args_seen.items() if k not in saved and any(r() is not None for r in refs)}
