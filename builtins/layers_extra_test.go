@@ -21,6 +21,9 @@ func TestExtraLayerErrors(t *testing.T) {
 	runEvalCases(t, []evalCase{
 		{expr: `add_embedding(0, 768)`, err: "rows must be positive (got 0)"},
 		{expr: `add_embedding(1024, 768, max_seq = 0)`, err: "max_seq must be positive (got 0)"},
+		{expr: `add_embedding(2, 768, buffer = "token_type_ids")`, err: "buffer and buffer_len go together"},
+		{expr: `add_embedding(2, 768, buffer_len = 512)`, err: "buffer and buffer_len go together"},
+		{expr: `add_embedding(512, 768, buffer_ids = True)`, err: "buffer_ids=True needs the buffer"},
 		{expr: `add_embedding(1024, 768, max_seq = 2048)`, err: "max_seq must be in 0..rows (rows=1024, max_seq=2048)"},
 		{expr: `parallel()`, err: "parallel needs at least one branch"},
 		{expr: `parallel(3)`, err: "branches[0] must be a layer (got int)"},

@@ -20,13 +20,17 @@ func extraLayerBuiltins() []host.Builtin {
 	return []host.Builtin{
 		{
 			Name: "add_embedding",
-			Sig:  "add_embedding(rows, dim, per_sample=False, max_seq=None, name=None)",
+			Sig:  "add_embedding(rows, dim, per_sample=False, max_seq=None, buffer=None, buffer_len=None, buffer_ids=False, name=None)",
 			Doc: "Adds a learned table lookup to the hidden states: learned position embeddings " +
 				"(GPT-2's wpe, OPT, BERT) or BERT's token-type embeddings, rows * dim weights. " +
 				"per_sample looks up one row of ids per sequence (OPT's positions, BERT's token types) " +
 				"instead of one [1, seq] row broadcast over the batch (GPT-2's and BERT's positions). " +
 				"max_seq is the longest sequence the table serves (a longer seq= is an error); " +
-				"by default any, as for token types.",
+				"by default any, as for token types. " +
+				"buffer and buffer_len: the non-persistent int64 buffer [1, buffer_len] the ids come from, registered " +
+				"as the module's (BERT's position_ids and token_type_ids, max_position_embeddings long). " +
+				"buffer_ids=True: the ids are a view of that buffer (BERT's position_ids[:, :seq]; transformers 4.x's " +
+				"token types handed no token_type_ids), no new tensor; else a new int64 tensor of the output's rows.",
 			Fn: addEmbeddingFn,
 		},
 		{
@@ -276,13 +280,21 @@ func visionTowerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 }
 
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var rows, dim, maxSeq, name starlark.Value
-	var perSample bool
+	var rows, dim, maxSeq, name, bufferLen starlark.Value
+	var perSample, bufferIDs bool
+	var buffer string
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "dim", &dim,
-		"per_sample?", &perSample, "max_seq?", &maxSeq, "name?", &name); err != nil {
+		"per_sample?", &perSample, "max_seq?", &maxSeq, "buffer?", &buffer, "buffer_len?", &bufferLen,
+		"buffer_ids?", &bufferIDs, "name?", &name); err != nil {
 		return nil, err
 	}
-	e := &nn.AddEmbedding{PerSample: perSample}
+	e := &nn.AddEmbedding{PerSample: perSample, Buffer: buffer, BufferIDs: bufferIDs}
+	if (buffer == "") != (bufferLen == nil || bufferLen == starlark.None) {
+		return nil, fmt.Errorf("buffer and buffer_len go together (got buffer=%q, buffer_len=%v)", buffer, bufferLen)
+	}
+	if bufferIDs && buffer == "" {
+		return nil, fmt.Errorf("buffer_ids=True needs the buffer the ids are a view of (buffer= and buffer_len=)")
+	}
 	if err := ints(intArg{rows, "rows", &e.Rows}, intArg{dim, "dim", &e.Dim}); err != nil {
 		return nil, err
 	}
@@ -292,6 +304,9 @@ func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	}
 	if maxSeq != nil && maxSeq != starlark.None && e.MaxSeq <= 0 {
 		return nil, fmt.Errorf("max_seq must be positive (got %d)", e.MaxSeq)
+	}
+	if e.BufferLen, err = OptInt(bufferLen, "buffer_len", 0); err != nil {
+		return nil, err
 	}
 	if e.Name, err = optName(name); err != nil {
 		return nil, err
