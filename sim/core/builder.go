@@ -323,7 +323,9 @@ func (b *Builder) AddOp(kind, name string, ins []Value, params ...int32) int32 {
 func (b *Builder) Op(i int32) *OpInfo { return &b.P.Ops[i] }
 
 // out adds an output of op i. It requires grad when an input does or the op
-// reads a trainable parameter.
+// reads a trainable parameter. Its outputs come before what the op saves
+// (Save): an output requiring grad after a Save that saved nothing is an
+// internal error.
 func (b *Builder) Out(i int32, name string, shape []int64, dt units.DType, why string) Value {
 	o := &b.P.Ops[i]
 	grad := false
@@ -338,6 +340,9 @@ func (b *Builder) Out(i int32, name string, shape []int64, dt units.DType, why s
 				grad = true
 			}
 		}
+	}
+	if grad && o.savesDropped {
+		panic(LowerError{units.Errorf(b.Name(""), "internal error: op %s saved tensors before its output %s, which requires grad (Builder.Save comes after every Out)", o.Name, name)})
 	}
 	b.P.Values = append(b.P.Values, ValueInfo{
 		Name: b.Name(name), Shape: shape, Dtype: dt, Bytes: dt.Bytes(Numel(shape)),
@@ -357,16 +362,19 @@ func (b *Builder) Out(i int32, name string, shape []int64, dt units.DType, why s
 }
 
 // save marks storages autograd keeps for op i's backward (none in eval).
+// It comes after the op's outputs (Out), which say whether autograd
+// records the op: a Save before any is an internal error, and so is an
+// output requiring grad added after a Save that saved nothing.
 func (b *Builder) Save(i int32, vs ...Value) {
+	o := &b.P.Ops[i]
+	if len(o.Out) == 0 {
+		panic(LowerError{units.Errorf(b.Name(""), "internal error: op %s saves tensors before it has an output (Builder.Save comes after every Out)", o.Name)})
+	}
 	if b.Eval {
 		return
 	}
-	o := &b.P.Ops[i]
-	recorded := false // autograd records the op only when an output requires grad
-	for _, v := range o.Out {
-		recorded = recorded || b.P.Values[v].Grad
-	}
-	if !recorded {
+	if !b.P.HasBackward(o) { // autograd records the op only when an output requires grad
+		o.savesDropped = true
 		return
 	}
 	if b.dead != nil { // a graph no gradient reaches: held until it ends (DeadGraph)
@@ -402,6 +410,17 @@ func (b *Builder) Save(i int32, vs ...Value) {
 			o.Saved = append(o.Saved, v)
 		}
 	}
+}
+
+// NoGrad lowers what follows as under torch.no_grad() until the returned
+// func runs (Eval): nothing is saved, parameters registered there get no
+// gradient, and no output requires grad, so none of the ops has a backward
+// (Program.HasBackward): their inputs that need gradients get none from
+// them, and no backward FLOPs or time are counted for them.
+func (b *Builder) NoGrad() func() {
+	eval := b.Eval
+	b.Eval = true
+	return func() { b.Eval = eval }
 }
 
 func (b *Builder) Grad(v Value) bool { return b.P.Values[v].Grad }

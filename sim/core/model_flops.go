@@ -20,9 +20,14 @@ package core
 
 // OpNeedsGrad reports what op's backward computes: input gradients (an
 // input needs a gradient and the op produces input gradients) and weight
-// gradients (one of its parameters, through its tie, is trainable).
+// gradients (one of its parameters, through its tie, is trainable). An op
+// whose backward does not run (HasBackward) computes neither, whatever
+// its inputs and parameters require.
 func (p *Program) OpNeedsGrad(op *OpInfo) (input, weight bool) {
-	if !op.NoGradB {
+	if !p.HasBackward(op) {
+		return false, false
+	}
+	if p.GradsInputs(op) {
 		for _, v := range op.In {
 			if p.Values[v].Grad {
 				input = true
@@ -42,6 +47,35 @@ func (p *Program) OpNeedsGrad(op *OpInfo) (input, weight bool) {
 	}
 	return input, weight
 }
+
+// HasBackward reports whether op's backward runs: one of its outputs
+// gets a gradient (ValueInfo.Grad). None does for an op run under
+// torch.no_grad() or inference mode (built under Builder.NoGrad: a frozen
+// tower's unread layers, a no_grad indexer, a teacher's or a validation
+// forward), whatever its inputs and parameters require: the generated
+// VariableType kernels give an output a grad_fn only when
+// compute_requires_grad holds, false outright when GradMode is off
+// (torch/csrc/autograd/functions/utils.h in the torch 2.15.0 wheel, lines
+// 60-65); nor for an op no loss depends on (the rollout loop's last
+// advance_input, rollout.go), whose backward the engine never reaches. An
+// op with no outputs (an in-place accumulation into its input) runs its
+// backward with the input it writes: it counts as having one.
+func (p *Program) HasBackward(op *OpInfo) bool {
+	if len(op.Out) == 0 {
+		return true
+	}
+	for _, v := range op.Out {
+		if p.Values[v].Grad {
+			return true
+		}
+	}
+	return false
+}
+
+// GradsInputs reports whether op's backward hands its inputs gradients
+// (those that require one): it runs (HasBackward) and makes input
+// gradients (not NoGradB).
+func (p *Program) GradsInputs(op *OpInfo) bool { return !op.NoGradB && p.HasBackward(op) }
 
 // weightGEMM says whether op is a matmul against its own weight, whose
 // backward splits into an input-gradient and a weight-gradient GEMM.
@@ -71,7 +105,7 @@ func (p *Program) OpModelFlops(i int) float64 {
 		}
 		return f
 	}
-	if op.Kind == "matmul" && len(op.Params) == 0 && len(op.In) == 2 && !op.NoGradB {
+	if op.Kind == "matmul" && len(op.Params) == 0 && len(op.In) == 2 && p.GradsInputs(op) {
 		// a product of two activations computes the gradient of each
 		// operand that needs one (derivatives.yaml: bmm's self and mat2
 		// gradients are each computed only when required), a matmul each

@@ -158,6 +158,10 @@ type OpInfo struct {
 	// output's gradient (Liger's RMSNorm, in_place=True): the input's
 	// gradient takes that storage, nothing new is allocated for it.
 	GradInPlace bool
+	// savesDropped: Builder.Save was called while none of the op's outputs
+	// required grad, so it saved nothing: an output requiring grad added
+	// after it is a lowering that saved too early (Builder.Out).
+	savesDropped bool
 	// SortedIndex: a gather's index is sorted, so consecutive rows read
 	// the same source row from L2 (PyG's x_i at the destination index of
 	// an edge list grouped by destination; timing/graph.go).

@@ -179,22 +179,6 @@ func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate 
 	return v4Rope(b, "compressed", normed, tables, n, ropeDim, batch), append(locals, append(tables, pos)...)
 }
 
-// noGrad lowers what follows as under torch.no_grad() until the returned
-// func runs: nothing is saved, parameters get no gradient (core.Builder's
-// Eval), and the ops carry no backward (NoGradB), so their inputs that
-// need gradients get none from them and no backward FLOPs or time are
-// counted for them.
-func noGrad(b *core.Builder) func() {
-	eval, first := b.Eval, len(b.P.Ops)
-	b.Eval = true
-	return func() {
-		b.Eval = eval
-		for i := first; i < len(b.P.Ops); i++ {
-			b.P.Ops[i].NoGradB = true
-		}
-	}
-}
-
 // positionTables are a rotary_emb's cos and sin for rows x n positions,
 // [rows, n, rope / 2] in dt, made by this call.
 func positionTables(b *core.Builder, module string, dt units.DType, rows, n, ropeDim int64) []core.Value {

@@ -111,7 +111,7 @@ func (a *MLA) sparseBias(b *core.Builder, x, qa core.Value, s []int64, dt units.
 func (a *MLA) indexerTopK(b *core.Builder, x, qa core.Value, s []int64, batch, seq, topk int64) core.Value {
 	ix := a.Indexer
 	h, d := ix.Heads, ix.HeadDim
-	defer noGrad(b)() // @torch.no_grad()
+	defer b.NoGrad()() // @torch.no_grad()
 	defer b.Scope("indexer")()
 	q0 := b.Linear("wq_b", core.RoleLinear, qa, a.QLoraRank, h*d, false)
 	k0 := b.LayerNorm("k_norm", b.Linear("wk", core.RoleLinear, x, a.Dim, d, false), d, true)

@@ -125,9 +125,7 @@ func (v *LlavaVision) run(b *core.Builder, n int64, pixels string, first bool) (
 // to their weights (a training step leaves their .grad None). SigLIP's
 // pooling head (Head) is registered, not run.
 func (v *LlavaVision) unread(b *core.Builder, layer core.Layer, h core.Value, n int64) {
-	eval := b.Eval
-	b.Eval = true
-	defer func() { b.Eval = eval }()
+	defer b.NoGrad()()
 	for i := v.Features; i < v.Layers; i++ {
 		h = b.LowerChild(&core.Sequential{Name: "encoder.layers." + core.Itoa(i), Layers: []core.Layer{layer}}, h)
 	}

@@ -55,7 +55,7 @@ func (pr *pricer) addBackward(op *core.OpInfo) (bytes, kernels float64) {
 	out := &p.Values[op.Out[0]]
 	ob := elemBytes(out.Dtype)
 	on := float64(core.Numel(out.Shape))
-	if !op.NoGradB {
+	if p.GradsInputs(op) {
 		for _, v := range op.In {
 			in := &p.Values[v]
 			if !in.Grad {

@@ -58,7 +58,8 @@ func TestCrossEntropyBytesByHand(t *testing.T) {
 			{Name: "logits", Shape: c.logits, Dtype: c.dtype, Bytes: int64(x), Grad: true, Producer: -1},
 			{Name: "labels", Shape: []int64{r}, Dtype: units.INT64, Bytes: int64(lab), Producer: -1},
 		}
-		op := core.OpInfo{Kind: "cross_entropy", Name: "loss." + c.loss, In: []core.Value{0, 1}, Out: []core.Value{2}} // scoped as lowered
+		// the log-probabilities (or row losses), then the loss, which requires grad: autograd records the op
+		op := core.OpInfo{Kind: "cross_entropy", Name: "loss." + c.loss, In: []core.Value{0, 1}, Out: []core.Value{2, 3}} // scoped as lowered
 		row := lab
 		if c.lsm != nil {
 			vals = append(vals, core.ValueInfo{Name: "log_probs", Shape: c.lsm, Dtype: c.dtype, Bytes: int64(x), Producer: 0})
@@ -68,6 +69,7 @@ func TestCrossEntropyBytesByHand(t *testing.T) {
 			op.Bytes = float64(4 * r)
 			row = lab + float64(4*r) // labels == ignore_index and masked_fill_ on the row losses
 		}
+		vals = append(vals, core.ValueInfo{Name: "loss", Dtype: units.FP32, Bytes: 4, Grad: true, Producer: 0})
 		pr := &pricer{prog: &core.Program{Values: vals}, d: a100, dispatch: c.dispatch}
 		got, ok := pr.crossEntropy(&op)
 		if ok != c.ok {
@@ -131,7 +133,7 @@ func TestVocabParallelCEBytesByHand(t *testing.T) {
 	} {
 		vals := []core.ValueInfo{
 			{Name: "logits", Shape: []int64{65536, 16000}, Dtype: c.dtype, Bytes: c.dtype.Bytes(e), Grad: true, Producer: -1},
-			{Name: "loss", Dtype: units.FP32, Bytes: 4, Producer: 0},
+			{Name: "loss", Dtype: units.FP32, Bytes: 4, Grad: true, Producer: 0}, // requires grad: autograd records the op
 		}
 		op := core.OpInfo{Kind: "cross_entropy", Name: "loss." + c.op, In: []core.Value{0}, Out: []core.Value{1}} // scoped as lowered
 		pr := &pricer{prog: &core.Program{Values: vals}, d: a100, dispatch: c.dispatch}

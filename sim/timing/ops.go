@@ -285,7 +285,7 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 		// both operands are activations: each needing a gradient gets a GEMM
 		input, weight = false, false
 		for j, v := range op.In {
-			if j < 2 && pr.prog.Values[v].Grad && !op.NoGradB {
+			if j < 2 && pr.prog.Values[v].Grad && pr.prog.GradsInputs(op) {
 				t, _ := gemmTime(&pr.d, dt, b, m, k, n, in, out)
 				c.Bwd += t
 				c.BwdK++

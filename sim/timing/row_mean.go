@@ -37,7 +37,7 @@ func (pr *pricer) rowMean(op *core.OpInfo) (OpCost, bool) {
 	ib, ob := float64(in.Bytes), float64(out.Bytes)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: ib + ob}
 	c.Fwd, c.Bound = streamTime(&pr.d, ib+ob)
-	if in.Grad && !op.NoGradB {
+	if in.Grad && p.GradsInputs(op) {
 		c.Bwd, _ = kernelTime(0, (ib+ob)/(frac*pr.peakBytes()))
 		c.BwdK = 1
 	}

@@ -46,7 +46,7 @@ func (pr *pricer) stridedOp(op *core.OpInfo) (OpCost, bool) {
 	s := streamRate(&pr.d)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: op.Bytes}
 	c.Fwd, c.Bound = kernelTime(0, op.Bytes/generic)
-	if op.NoGradB {
+	if !p.GradsInputs(op) {
 		return c, true
 	}
 	ob := float64(out.Bytes)
