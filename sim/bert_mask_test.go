@@ -47,7 +47,7 @@ func TestBERTExtendedMask(t *testing.T) {
 		for i, op := range prog.Ops {
 			ops[op.Name] = i
 		}
-		const at = "bert.layer.0.attention."
+		const at = "bert.encoder.layer.0.attention.self."
 		op := func(name string) int {
 			i, ok := ops[at+name]
 			if !ok {

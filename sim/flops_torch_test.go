@@ -126,31 +126,13 @@ var phaseNames = [3]string{"forward", "backward", "recompute"}
 // flopRenames turn the model's own module paths into memsh's where memsh's
 // reader names a module otherwise: a difference of names, not of FLOPs.
 // Mamba-2's out_proj runs inside mamba_ssm's mamba_split_conv1d_scan_combined,
-// one op of the mixer in memsh (nn/mamba2.go). GPT-2's and BERT's modules keep memsh's generic names (qkv, fc1, ...),
-// not transformers' (c_attn, c_fc, ...); PEFT wraps the model in
+// one op of the mixer in memsh (nn/mamba2.go). PEFT wraps the model in
 // base_model.model and each adapted linear's base in base_layer.
 var flopRenames = map[string][][2]string{
-	"gpt2": {{".attn.c_attn", ".attn.qkv"}, {".attn.c_proj", ".attn.o_proj"}, {".mlp.c_fc", ".mlp.fc1"}, {".mlp.c_proj", ".mlp.fc2"}},
-	"bert": {{"bert.encoder.layer.", "bert.layer."}, {".attention.self.query", ".attention.q_proj"},
-		{".attention.self.key", ".attention.k_proj"}, {".attention.self.value", ".attention.v_proj"},
-		{".attention.self", ".attention"}, {".attention.output.dense", ".attention.o_proj"},
-		{".intermediate.dense", ".intermediate.fc1"}, {".output.dense", ".intermediate.fc2"},
-		{"cls.predictions.decoder", "lm_head"}, {"cls.predictions.transform.dense", "transform_dense"}},
-	"deberta_v2":     debertaRenames,
-	"deberta_v2_cls": debertaRenames,
-	"deberta_v2_tok": debertaRenames,
-	"mamba2":         {{".mixer.out_proj", ".mixer"}},
-	"llama4_vision":  {{"language_model.lm_head", "lm_head"}},
-	"llama_lora":     {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
+	"mamba2":        {{".mixer.out_proj", ".mixer"}},
+	"llama4_vision": {{"language_model.lm_head", "lm_head"}},
+	"llama_lora":    {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
 }
-
-// debertaRenames: memsh folds DeBERTa's attention.self into attention,
-// names the FFN fc1, fc2 (the fourth rename puts back the attention's own
-// output.dense, which memsh keeps), the MLM decoder lm_head and the
-// ContextPooler's dense pooler.
-var debertaRenames = [][2]string{{".attention.self", ".attention"}, {".intermediate.dense", ".intermediate.fc1"},
-	{".output.dense", ".intermediate.fc2"}, {".attention.intermediate.fc2", ".attention.output.dense"},
-	{"cls.predictions.decoder", "lm_head"}, {"pooler.dense", "pooler"}}
 
 // memshModule folds what memsh names below a module FlopCounterMode sees
 // as one: transformers 5's experts are one module (experts) whose loop or
@@ -214,7 +196,7 @@ var flopCauses = []flopCause{
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
-	{cases: "^(bert|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|kimi_k25_vision|gemma4_vision|gemma3_vision|mistral3_vision|llava_next_vision|llava_onevision_vision)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_(tower|model)\.encoder\.layers\.\d+\.self_attn|model\.vision_tower\.transformer\.layers\.\d+\.attention)$`, phase: 1,
+	{cases: "^(bert|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|kimi_k25_vision|gemma4_vision|gemma3_vision|mistral3_vision|llava_next_vision|llava_onevision_vision)$", module: `^(bert\.encoder\.layer\.\d+\.attention\.self|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_(tower|model)\.encoder\.layers\.\d+\.self_attn|model\.vision_tower\.transformer\.layers\.\d+\.attention)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^gemma3_vision$", module: `^model\.language_model\.layers\.\d+\.self_attn$`, phase: 1,

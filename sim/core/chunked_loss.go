@@ -21,13 +21,14 @@ import "github.com/memsh/memsh/sim/units"
 //     with reduction="none", torch.cat(...).mean(); the fp32 logits list
 //     stays referenced by the loop until the step ends.
 type HeadLoss struct {
-	ChunkTokens        int64 // tokens per chunk (LitGPT), or
-	Chunks             int64 // number of chunks along the sequence (torchtune)
-	UpcastAfterForward bool  // all chunks to fp32 once the forward returns (Fabric convert_output)
-	KeepLogits         bool  // the logits list lives until the end of the step
-	PerTokenLoss       bool  // reduction="none" then cat + mean (LitGPT); else a sum per chunk
-	softcap            bool  // Gemma 2's logit soft-capping on each chunk
-	scale              bool  // Granite's logits_scaling on each chunk (Model.LogitScale)
+	ChunkTokens        int64  // tokens per chunk (LitGPT), or
+	Chunks             int64  // number of chunks along the sequence (torchtune)
+	UpcastAfterForward bool   // all chunks to fp32 once the forward returns (Fabric convert_output)
+	KeepLogits         bool   // the logits list lives until the end of the step
+	PerTokenLoss       bool   // reduction="none" then cat + mean (LitGPT); else a sum per chunk
+	softcap            bool   // Gemma 2's logit soft-capping on each chunk
+	scale              bool   // Granite's logits_scaling on each chunk (Model.LogitScale)
+	head               string // the output layer's module path (Model.Head); "" = lm_head
 }
 
 // chunkLengths splits seq tokens per the recipe.
@@ -52,7 +53,7 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	s := b.Shape(x)
 	batch := Numel(s[:len(s)-2])
 	seq := s[len(s)-2]
-	done := b.Scope("lm_head")
+	done := b.Scope(headPath(o.head))
 	var w int32
 	var params []int32
 	quant := b.quantizes(RoleLMHead)
@@ -296,7 +297,7 @@ func (ft *Finetune) chunkHead(m *Model) bool {
 // chunkedModelLoss is the model's lm_head and loss as torchtune runs them
 // with num_output_chunks = loss_chunks.
 func (b *Builder) chunkedModelLoss(m *Model, x Value) Value {
-	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0, scale: m.LogitScale > 0}, b.embedWeight(m))
+	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0, scale: m.LogitScale > 0, head: m.Head()}, b.embedWeight(m))
 }
 
 // embedWeight is the embedding weight a tied lm_head shares, or -1 when

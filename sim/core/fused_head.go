@@ -21,7 +21,7 @@ type fusedHead struct {
 // whose closing function it returns with the head.
 func (b *Builder) openFusedHead(m *Model, x Value, d int64) (fusedHead, func()) {
 	var h fusedHead
-	done := b.Scope("lm_head")
+	done := b.Scope(m.Head())
 	tp := b.Par.Tpn() // column-parallel over the vocabulary (ChunkedLossWrapper alone runs under tp)
 	h.w, h.params = b.LinearParams(RoleLMHead, d, m.Vocab/tp, m.HeadBias)
 	if tp > 1 {

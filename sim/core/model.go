@@ -16,7 +16,11 @@ type Model struct {
 	Vocab         int64  // adds lm_head (dim -> vocab) when > 0
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
-	LogitsFP32    bool // logits upcast to fp32 before the loss (Hugging Face causal LMs)
+	// HeadName is the output layer's module path; "" = lm_head. An
+	// encoder's masked-LM decoder sits deeper in its head (BERT's
+	// cls.predictions.decoder, RoBERTa's lm_head.decoder).
+	HeadName   string
+	LogitsFP32 bool // logits upcast to fp32 before the loss (Hugging Face causal LMs)
 	// ShiftLogits: the causal-LM loss of transformers before 4.49 shifts
 	// the logits, not the labels: shift_logits = logits[..., :-1,
 	// :].contiguous() (LlamaForCausalLM.forward in the 4.40.0 and 4.45.2
@@ -77,6 +81,16 @@ func (m *Model) Params() int64 {
 		}
 	}
 	return n
+}
+
+// Head is the output layer's module path (HeadName, else lm_head).
+func (m *Model) Head() string { return headPath(m.HeadName) }
+
+func headPath(name string) string {
+	if name == "" {
+		return "lm_head"
+	}
+	return name
 }
 
 func (m *Model) Tied() bool { return m.TieEmbeddings && m.firstEmbedding() != nil }
@@ -264,7 +278,7 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		}
 		nParams := len(b.P.Params)
 		b.tiedHead = b.embedWeight(m)
-		x = b.headLinear(x, m.Vocab, m.HeadBias) // vocab-parallel with TP
+		x = b.headLinear(m, x) // vocab-parallel with TP
 		b.tiedHead = -1
 		for pi := first; pi < nParams; pi++ { // an MTP module's head shares the output head (nn.MTP)
 			if b.P.Params[pi].Role == RoleLMHead && b.P.Params[pi].TiedTo < 0 {
@@ -471,7 +485,7 @@ func (m *Model) Describe() []ModuleRow {
 		if m.Tied() {
 			p, s = 0, s+" (tied to the embedding)"
 		}
-		out = append(out, ModuleRow{Path: "lm_head", Kind: "linear", Summary: s, Params: p})
+		out = append(out, ModuleRow{Path: m.Head(), Kind: "linear", Summary: s, Params: p})
 	}
 	return out
 }

@@ -263,7 +263,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 			}
 			if m.Vocab > 0 {
 				head := len(b.P.Params)
-				x = b.headLinear(x, m.Vocab, m.HeadBias)
+				x = b.headLinear(m, x)
 				if m.LogitScale > 0 {
 					x = b.scaleLogits(x)
 				}

@@ -390,10 +390,10 @@ func (b *Builder) TpReduce(name string, y Value) Value {
 
 // headLinear is the output layer: nn.Linear on one GPU, column-parallel
 // over the vocabulary with TP (the logits stay split: [.., V/tp]).
-func (b *Builder) headLinear(x Value, vocab int64, bias bool) Value {
+func (b *Builder) headLinear(m *Model, x Value) Value {
 	in := b.Last(x)
 	tp := b.Par.Tpn()
-	return b.ColLinear("lm_head", RoleLMHead, x, b.TpGather(x), in, vocab, vocab/tp, bias)
+	return b.ColLinear(m.Head(), RoleLMHead, x, b.TpGather(x), in, m.Vocab, m.Vocab/tp, m.HeadBias)
 }
 
 // vocabParallelCE is Megatron's _VocabParallelCrossEntropy

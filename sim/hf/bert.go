@@ -97,24 +97,29 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }
 	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
-		Impl: attn, Causal: causal, Dropout: drop, MaskAdd: true, CastAtMatmul: true}
-	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
+		Impl: attn, Causal: causal, Dropout: drop, MaskAdd: true, CastAtMatmul: true,
+		SelfName: "self", QKVNames: [3]string{"query", "key", "value"}, OutName: "output.dense"}
+	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po,
+		InName: "dense", OutName: "dense", OutModule: "output"}
 	block := seq(
-		res(append([]core.Layer{at}, after...)...), ln("attention_layernorm"),
-		res(mlp), ln("output_layernorm"),
+		res(append([]core.Layer{at}, after...)...), ln("attention.output.LayerNorm"),
+		res(mlp), ln("output.LayerNorm"),
 	)
-	ls := []core.Layer{
+	embed := []core.Layer{
 		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
 		&nn.AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true,
 			Buffer: "token_type_ids", BufferLen: positions},
 		&nn.AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: maxSeq, PerSample: roberta,
 			BufferIDs: !roberta, Buffer: "position_ids", BufferLen: positions},
-		ln("embeddings_layernorm"),
+		ln("LayerNorm"),
 	}
 	if po > 0 {
-		ls = append(ls, &nn.Dropout{Name: "embeddings_dropout", P: po})
+		embed = append(embed, &nn.Dropout{Name: "dropout", P: po})
 	}
-	ls = append(ls, &core.Repeat{Name: "layer", Layer: block, N: layers})
+	ls := []core.Layer{
+		&core.Sequential{Name: "embeddings", Layers: embed},
+		&core.Sequential{Name: "encoder", Layers: []core.Layer{&core.Repeat{Name: "layer", Layer: block, N: layers}}},
+	}
 	classifier := &nn.Linear{Name: "classifier", In: hidden, Out: labels, Bias: true, Role: "classifier"}
 	var clsDrop []core.Layer
 	if pc > 0 {
@@ -125,24 +130,28 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	if head != headBase {
 		// BertForXxx holds BertModel as .bert, which prefixes its
-		// parameters: bert.layer.0... (the heads are its siblings).
+		// parameters: bert.encoder.layer.0... (the heads are its siblings).
 		ls = []core.Layer{&core.Sequential{Name: base, Layers: ls}}
 	}
 	c.ownBase = true
 	switch head {
 	case headMaskedLM:
+		var m *core.Model
 		if roberta {
 			ls = append(ls, &core.Sequential{Name: "lm_head", Layers: []core.Layer{
 				&nn.Linear{Name: "dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
 				&nn.Act{Name: "gelu", Fn: "gelu"},
 				ln("layer_norm")}})
+			m = c.finish(headCausalLM, ls, vocab, tie)
+			m.HeadName = "lm_head.decoder"
 		} else {
-			ls = append(ls,
-				&nn.Linear{Name: "transform_dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
+			ls = append(ls, &core.Sequential{Name: "cls.predictions.transform", Layers: []core.Layer{
+				&nn.Linear{Name: "dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
 				&nn.Act{Name: "transform_act_fn", Fn: act},
-				ln("transform_layernorm"))
+				ln("LayerNorm")}})
+			m = c.finish(headCausalLM, ls, vocab, tie)
+			m.HeadName = "cls.predictions.decoder"
 		}
-		m := c.finish(headCausalLM, ls, vocab, tie)
 		m.HeadBias = true
 		m.LogitsFP32 = false // BertForMaskedLM calls CrossEntropyLoss on the logits as they are
 		m.HoldsEmbedding = false
@@ -150,10 +159,12 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	case headBase:
 		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 	case headSeqCls:
-		if roberta {
-			ls = append(ls, &core.Sequential{Name: "classifier", Layers: append([]core.Layer{
-				&nn.Pooler{Dim: hidden, InDropout: pc}}, append(clsDrop,
-				&nn.Linear{Name: "out_proj", In: hidden, Out: labels, Bias: true, Role: "classifier"})...)})
+		if roberta { // RobertaClassificationHead: classifier.dense, classifier.dropout (twice), classifier.out_proj
+			ls = append(ls, &nn.Pooler{Name: "classifier", Dim: hidden, InDropout: pc})
+			if pc > 0 {
+				ls = append(ls, &nn.Dropout{Name: "classifier.dropout", P: pc})
+			}
+			ls = append(ls, &nn.Linear{Name: "classifier.out_proj", In: hidden, Out: labels, Bias: true, Role: "classifier"})
 		} else {
 			ls = append(append(ls, clsDrop...), classifier)
 		}

@@ -91,8 +91,9 @@ func buildDeBERTa(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }
 	at := &nn.DisentangledAttention{Name: "attention", Dim: hidden, Heads: heads, Span: span, Dropout: pa, Hidden: po}
-	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
-	block := seq(res(at), ln("attention_layernorm"), res(mlp), ln("output_layernorm"))
+	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po,
+		InName: "dense", OutName: "dense", OutModule: "output"}
+	block := seq(res(at), ln("attention.output.LayerNorm"), res(mlp), ln("output.LayerNorm"))
 	embed := []core.Layer{&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden}, ln("LayerNorm"), &nn.MaskMul{Name: "mask", Dim: hidden}}
 	if po > 0 {
 		embed = append(embed, &nn.Dropout{Name: "dropout", P: po})
@@ -118,6 +119,7 @@ func buildDeBERTa(c *hfConfig, attn string, head hfHead) *core.Model {
 			&nn.Linear{Name: "dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
 			&nn.Act{Name: "transform_act_fn", Fn: act}, ln("LayerNorm")}})
 		m := c.finish(headCausalLM, ls, vocab, tie)
+		m.HeadName = "cls.predictions.decoder"
 		m.HeadBias = true
 		m.LogitsFP32 = false // CrossEntropyLoss on the logits as they are
 		m.HoldsEmbedding = false

@@ -14,7 +14,7 @@ import (
 // (learned positions, [1, seq] ids), drop, h: x + attn(ln_1(x));
 // x + mlp(ln_2(x)) with Conv1D projections (weight and bias everywhere),
 // ln_f, lm_head tied to wte. The attention's c_attn is one fused qkv
-// projection. The eager softmax runs in the activations' dtype unless
+// projection, c_proj its output; the MLP's are c_fc and c_proj. The eager softmax runs in the activations' dtype unless
 // reorder_and_upcast_attn.
 func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("n_embd")
@@ -38,12 +38,12 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	attnPart := []core.Layer{
 		&nn.Norm{Name: "ln_1", Dim: hidden, Bias: true},
 		&nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
-			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: upcast, EagerMask: true},
+			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, QKVName: "c_attn", OutName: "c_proj", SoftmaxFP32: upcast, EagerMask: true},
 	}
 	block := seq(
 		res(append(attnPart, after...)...),
 		res(&nn.Norm{Name: "ln_2", Dim: hidden, Bias: true},
-			&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po}),
+			&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po, InName: "c_fc", OutName: "c_proj"}),
 	)
 	ls := []core.Layer{
 		&nn.Embedding{Name: "wte", Rows: vocab, Dim: hidden},

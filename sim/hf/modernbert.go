@@ -148,15 +148,16 @@ func buildModernBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	switch head {
 	case headMaskedLM:
 		m := c.finish(headCausalLM, append(ls, predictionHead()), vocab, tie)
+		m.HeadName = "decoder" // ModernBertForMaskedLM.decoder, a sibling of head
 		m.HeadBias = decoderBias
 		m.HoldsEmbedding = false // the lookup's output is ModernBertEmbeddings' local
 		return m
 	case headSeqCls:
 		if pooling == "cls" {
-			ls = append(ls, &core.Sequential{Name: "head", Layers: []core.Layer{
-				&nn.Pooler{Dim: hidden, Act: clsAct, NoBias: !clsBias}, ln("norm")}})
+			// ModernBertPredictionHead on the first token: head.dense, act, head.norm
+			ls = append(ls, &nn.Pooler{Name: "head", Dim: hidden, Act: clsAct, NoBias: !clsBias}, ln("head.norm"))
 		} else {
-			ls = append(ls, &nn.MeanPool{Name: "mean_pool", Dim: hidden}, predictionHead())
+			ls = append(ls, &nn.MeanPool{Dim: hidden}, predictionHead())
 		}
 		ls = append(append(ls, drop...), classifier)
 	case headTokenCls:

@@ -80,6 +80,15 @@ type Attention struct {
 	WindowBidir bool
 	// QKVName is the fused qkv projection's module name; "" = "qkv".
 	QKVName string
+	// QKVNames name the separate q, k and v projections; "" = q_proj,
+	// k_proj and v_proj (BERT's query, key and value; DeBERTa's
+	// query_proj, key_proj and value_proj).
+	QKVNames [3]string
+	// SelfName is a module inside the attention that holds the q, k and v
+	// projections and runs the kernel, o_proj (OutName) beside it
+	// (BertAttention's self, BertSelfAttention: attention.self.query and
+	// attention.output.dense); "" = none.
+	SelfName string
 	// Sinks is a learned logit per head that joins each row's softmax and
 	// is dropped after it (gpt-oss's attention sinks): Heads parameters;
 	// eager attention concatenates it to the scores (one more column).
@@ -327,6 +336,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(a)
 	defer b.Scope(name)()
+	closeSelf := b.Scope(a.SelfName)
 	la := a.perRank(b.Par.Tpn()) // this rank's heads
 	d, h, kv := la.Hd(), la.Heads, la.Kv()
 	xg := b.TpGatherFP8(x) // all-gathered along the sequence with SP (in fp8 for TE fp8 linears)
@@ -341,9 +351,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		qkv := b.ColLinear(nameOr(a.QKVName, "qkv"), core.RoleQKV, x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
 	default:
-		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
-		k = b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
-		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
+		k = b.ColLinear(nameOr(a.QKVNames[1], "k_proj"), core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear(nameOr(a.QKVNames[2], "v_proj"), core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	}
 	qn, kn := a.qkNormNames()
 	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
@@ -428,6 +438,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.OutputGate {
 		o = outputGate(b, o, qGate)
 	}
+	closeSelf()
 	out := a.OutName
 	if out == "" {
 		out = "o_proj"

@@ -151,6 +151,7 @@ func (a *DisentangledAttention) Lower(b *core.Builder, x core.Value) core.Value 
 	}
 	name := b.ModuleName(a)
 	defer b.Scope(name)()
+	closeSelf := b.Scope("self") // DisentangledSelfAttention: the projections and the scores; output.dense beside it
 	s := b.Shape(x)
 	seq := s[len(s)-2]
 	batch := core.Rows(s) / seq
@@ -247,6 +248,7 @@ func (a *DisentangledAttention) Lower(b *core.Builder, x core.Value) core.Value 
 	p = b.Dropout("dropout", p, a.Dropout)
 	ctx := bmm("context", p, v, []int64{bh, seq, d}, seq)
 	merged := b.Ew("contiguous", "context_layer", []core.Value{ctx}, s, dt, "the heads merged (permute + contiguous), the output dense's input")
+	closeSelf()
 	y := b.Linear("output.dense", core.RoleO, merged, a.Dim, a.Dim, true)
 	return b.Dropout("output.dropout", y, a.Hidden)
 }

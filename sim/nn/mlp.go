@@ -32,6 +32,11 @@ type MLP struct {
 	// gate)). Both halves are views of its output: the activation and the
 	// product save that one storage.
 	FusedName string
+	// OutModule: an ungated MLP's second projection and the dropout after
+	// it belong to a sibling module of that name, Name holding the first
+	// projection and the activation (BertIntermediate and BertOutput:
+	// intermediate.dense, output.dense); "" = both in Name.
+	OutModule string
 }
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
@@ -74,6 +79,9 @@ func (m *MLP) Validate(path string) error {
 	if m.Dropout < 0 || m.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
 	}
+	if m.OutModule != "" && m.gated() {
+		return units.Errorf(path, "a separate output module is modelled for an ungated MLP only (got %s)", m.Act)
+	}
 	if m.Sparsity < 0 || m.Sparsity >= 1 || m.Sparsity > 0 && !m.gated() {
 		return units.Errorf(path, "activation sparsity must be in [0, 1), of a gated MLP (got %g, %s)", m.Sparsity, m.Act)
 	}
@@ -85,6 +93,14 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, "mlp", m.Dim, b.Last(x)))
 	}
 	name := b.ModuleName(m)
+	if m.OutModule != "" {
+		closeIn := b.Scope(name)
+		xg, hl := b.TpGatherFP8(x), m.Hidden/b.Par.Tpn()
+		h := ffnIn(b, x, xg, m.Dim, m.Hidden, hl, m.Act, m.Bias, m.InName)
+		closeIn()
+		defer b.Scope(m.OutModule)()
+		return b.Dropout("dropout", ffnOut(b, h, m.Dim, m.Hidden, hl, m.Bias, m.OutName), m.Dropout)
+	}
 	defer b.Scope(name)()
 	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName, m.FusedName, m.Sparsity})
 	return b.Dropout("dropout", y, m.Dropout)
@@ -140,9 +156,19 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		}
 		return b.RowLinear(nameOr(n.out, "down_proj"), core.RoleDown, h, hidden, hl, dim, bias)
 	}
-	h := b.ColLinear(nameOr(n.in, "fc1"), core.RoleUp, x, xg, dim, hidden, hl, bias)
-	h = Activation(b, act, h)
-	return b.RowLinear(nameOr(n.out, "fc2"), core.RoleDown, h, hidden, hl, dim, bias)
+	return ffnOut(b, ffnIn(b, x, xg, dim, hidden, hl, act, bias, n.in), dim, hidden, hl, bias, n.out)
+}
+
+// ffnIn is an ungated MLP's first projection (name, "" = fc1) and its
+// activation.
+func ffnIn(b *core.Builder, x, xg core.Value, dim, hidden, hl int64, act string, bias bool, name string) core.Value {
+	h := b.ColLinear(nameOr(name, "fc1"), core.RoleUp, x, xg, dim, hidden, hl, bias)
+	return Activation(b, act, h)
+}
+
+// ffnOut is an ungated MLP's second projection (name, "" = fc2).
+func ffnOut(b *core.Builder, h core.Value, dim, hidden, hl int64, bias bool, name string) core.Value {
+	return b.RowLinear(nameOr(name, "fc2"), core.RoleDown, h, hidden, hl, dim, bias)
 }
 
 // fusedGLU is a gated MLP whose gate and up projections are one

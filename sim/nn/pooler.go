@@ -72,16 +72,17 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 		n = core.Numel(s[:len(s)-2])
 	}
 	first := []int64{n, p.Dim}
-	w := b.Param("dense.weight", []int64{p.Dim, p.Dim}, "pooler")
+	x = b.DropoutOf("dropout", x, first, p.InDropout)
+	closeDense := b.Scope("dense")
+	w := b.Param("weight", []int64{p.Dim, p.Dim}, "pooler")
 	var bias []int32
 	if !p.NoBias {
-		bias = append(bias, b.Param("dense.bias", []int64{p.Dim}, "pooler"))
+		bias = append(bias, b.Param("bias", []int64{p.Dim}, "pooler"))
 	}
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute
 	}
-	x = b.DropoutOf("dropout", x, first, p.InDropout)
 	xin := x // the strided view of the first token shares x's storage
 	if b.Dtype(x) != dt {
 		c := b.AddOp("cast", "first_token.to_"+dt.Name(), []core.Value{x})
@@ -102,6 +103,7 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	b.Op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
 	b.Op(i).Bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
+	closeDense()
 	return Activation(b, p.act(), y)
 }
 
@@ -111,6 +113,8 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 // keepdim=True), over a mask of ones when the batch carries none (no
 // padding). The product saves the [batch, seq, 1] bool mask, the
 // division its [batch, 1] int64 count; the output is [batch, dim].
+// Unnamed, it is no module: its ops run in its parent's forward, as the
+// model's own pooling does.
 type MeanPool struct {
 	Name string
 	Dim  int64
@@ -118,6 +122,7 @@ type MeanPool struct {
 
 func (p *MeanPool) Kind() string           { return "mean_pool" }
 func (p *MeanPool) Label() string          { return p.Name }
+func (p *MeanPool) DefaultName() string    { return "" }
 func (p *MeanPool) Children() []core.Layer { return nil }
 func (p *MeanPool) Params() int64          { return 0 }
 func (p *MeanPool) Summary() string        { return "mean over the sequence" }

@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// hfTree is one line of testdata/hf_names.jsonl: the module tree
+// transformers builds for one model class from a tiny config
+// (tools/oracle/hf_names.py: transformers 5.25.0, torch 2.15.0, on the
+// meta device).
+type hfTree struct {
+	Config, Arch string
+	Params       map[string]int64  // named_parameters(): each tensor once, by its first name
+	Aliases      map[string]string // a tied tensor's other names: alias -> its named_parameters() name
+	Modules      []string          // named_modules(), "" the root
+}
+
+// TestHFNamesAsTransformers holds the names hf_config gives GPT-2's and
+// the encoders' parameters and modules to transformers' own (the names
+// rule: what users see in reports and write in lora(targets=),
+// checkpoint(modules=) and freeze= is the model's tree): every memsh
+// parameter is a name of the model's, every tensor of the model's is
+// one of memsh's with its element count (a tied head's weight and bias
+// answer to the embedding's and cls.predictions.bias's names,
+// aliases), and every op runs in one of the model's modules or in
+// memsh's loss, which transformers computes in the root's forward.
+// Under SDPA and eager attention alike.
+func TestHFNamesAsTransformers(t *testing.T) {
+	trees := readJSONL[hfTree](t, "hf_names.jsonl")
+	if len(trees) < 20 {
+		t.Fatalf("%d model classes in testdata/hf_names.jsonl, want the 24 hf_names.py writes", len(trees))
+	}
+	for _, tr := range trees {
+		modules := map[string]bool{"loss": true}
+		for _, m := range tr.Modules {
+			modules[m] = true
+		}
+		for _, attn := range []string{"sdpa", "eager"} {
+			m, err := hf.FromConfigOptions(readHF(t, tr.Config), hf.Options{Attn: attn, Arch: tr.Arch})
+			if err != nil {
+				t.Fatalf("%s %s: %v", tr.Config, tr.Arch, err)
+			}
+			prog, err := tinyPlan(t, m).LowerProgram()
+			if err != nil {
+				t.Fatalf("%s %s: %v", tr.Config, tr.Arch, err)
+			}
+			got := map[string]int64{}
+			for _, p := range prog.Params {
+				name := p.Name
+				if first, ok := tr.Aliases[name]; ok {
+					name = first
+				}
+				if _, ok := tr.Params[name]; !ok {
+					t.Errorf("%s %s: memsh's parameter %s is not the model's", tr.Arch, attn, p.Name)
+				}
+				got[name] = p.FullNumel
+			}
+			var missing []string
+			for name, n := range tr.Params {
+				switch g, ok := got[name]; {
+				case !ok:
+					missing = append(missing, name)
+				case g != n:
+					t.Errorf("%s %s: %s has %d elements in memsh, %d in transformers", tr.Arch, attn, name, g, n)
+				}
+			}
+			sort.Strings(missing)
+			for _, name := range missing {
+				t.Errorf("%s %s: the model's parameter %s is missing from memsh's", tr.Arch, attn, name)
+			}
+			bad := map[string]bool{}
+			for _, op := range prog.Ops {
+				if !modules[op.Module] && !bad[op.Module] {
+					bad[op.Module] = true
+					t.Errorf("%s %s: op %s runs in module %q, which the model does not have", tr.Arch, attn, op.Name, op.Module)
+				}
+			}
+		}
+	}
+}
