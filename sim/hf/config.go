@@ -191,7 +191,8 @@ type Options struct {
 	// Processor is the checkpoint's preprocessor_config.json (nil: the
 	// processor's defaults), whose image options the families that model
 	// them read (idefics3 and smolvlm: size, max_image_size,
-	// do_image_splitting); any other family refuses it.
+	// do_image_splitting; lfm2_vl: Lfm2VlImageProcessor's tiling and image
+	// token options); any other family refuses it.
 	Processor []byte
 }
 
@@ -256,7 +257,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, c.err
 	}
 	if c.proc != nil && !c.procRead {
-		return nil, &units.Error{Msg: fmt.Sprintf("processor= is not read for model_type %q: memsh models the image processor's options of idefics3 and smolvlm only", s),
+		return nil, &units.Error{Msg: fmt.Sprintf("processor= is not read for model_type %q: memsh models the image processor's options of idefics3, smolvlm and lfm2_vl only", s),
 			Hint: "leave processor= out: train(images=) takes this family's images at the processor's defaults (docs/models.md names them)"}
 	}
 	if err := useTransformers(m, c, fam, opts.Transformers, opts.Experts); err != nil {

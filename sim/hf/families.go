@@ -155,6 +155,10 @@ var hfFamilies = []hfFamily{
 	// lfm2_moe: LFM2-8B-A1B; the 5.0.0 wheel is the first with
 	// models/lfm2_moe (absent from 4.57.3, the last 4.x). lfm2.go.
 	{modelType: "lfm2_moe", prefix: "Lfm2Moe", base: "model", heads: decoderHeads, build: buildLFM2MoE, since: [2]int{5, 0}, experts: &hfExperts{keepScoreBias: true}},
+	// lfm2_vl: LFM2-VL and LFM2.5-VL; models/lfm2_vl was on main by
+	// 2025-09-26 (huggingface/transformers#41171's answer), first released
+	// in 4.57.0. The lowering follows 5.25.0's (lfm2_vl.go).
+	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	// minimax_m2: MiniMax-M2, M2.1, M2.5; the 5.0.0 wheel is the first
