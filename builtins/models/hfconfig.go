@@ -60,9 +60,15 @@ func HfConfigBuiltins() []host.Builtin {
 			"model.connector: pixel_shuffle by scale_factor, a Linear without bias) after the text embedding, reading train(images=) (each image's " +
 			"longest edge resized to 4 x image_size, cut into tiles of image_size pixels plus the whole image as one tile, " +
 			"(image_size/patch_size)²/scale_factor² image tokens a tile with the processor's tags; processor=\"preprocessor_config.json\" gives the image processor's " +
-			"size longest_edge (in place of 4 x image_size) and do_image_splitting (false: every image one tile, its tokens and 3 tags), the only families that read it; smolvlm also train(videos=): every frame one tile " +
+			"size longest_edge (in place of 4 x image_size) and do_image_splitting (false: every image one tile, its tokens and 3 tags), as lfm2_vl reads its own (below); smolvlm also train(videos=): every frame one tile " +
 			"whatever its size, its tile's tokens and 3 tags), then text_config's Llama model " +
-			"(model.text_model); lm_head is tied when the top level's tie_word_embeddings says so. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
+			"(model.text_model); lm_head is tied when the top level's tie_word_embeddings says so. " +
+			"lfm2_vl (LFM2-VL 450M, 1.6B, 3B and LFM2.5-VL, transformers 4.57) builds Lfm2VlForConditionalGeneration: the SigLIP2 NaFlex tower and the projector " +
+			"(model.vision_tower: patch_embedding, the position grid resized to each image, SigLIP layers; model.multi_modal_projector: pixel_unshuffle by " +
+			"downsample_factor, layer_norm under projector_use_layernorm, linear_1, GELU, linear_2) after the text embedding, reading train(images=) as " +
+			"Lfm2VlImageProcessor lays them out (an image within max_image_tokens resized to sides of multiples of patch x factor, a larger one cut into " +
+			"min_tiles to max_tiles tiles of tile_size plus a thumbnail under use_thumbnail; every one padded to max_image_tokens x factor² patches; " +
+			"processor= gives those options), then text_config's LFM2 or LFM2-MoE model (model.language_model); lm_head is tied unless tie_word_embeddings says false. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
 			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
 			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +
 			"added to the hidden states at the image positions after the first decoder layers; Qwen3.5's ForConditionalGeneration " +
@@ -233,7 +239,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		s, ok := starlark.AsString(procV)
 		if !ok || s == "" {
 			return nil, &units.Error{Msg: fmt.Sprintf("processor must be the path of a preprocessor_config.json (got %s)", procV.Type()),
-				Hint: "the checkpoint's image processor options (idefics3 and smolvlm read size, max_image_size and do_image_splitting); None (the default) takes the hub's"}
+				Hint: "the checkpoint's image processor options (idefics3 and smolvlm read size, max_image_size and do_image_splitting; lfm2_vl its tiling and image token options); None (the default) takes the hub's"}
 		}
 		data, err := host.ReadScriptFile(thread, s, maxConfigBytes, "config files")
 		if err != nil {

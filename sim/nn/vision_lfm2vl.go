@@ -68,12 +68,12 @@ type Lfm2VlVision struct {
 	Proc       Lfm2VlProcessor
 }
 
-// FieldTileSize is the processor's tile_size; FieldImageTokenRange its
-// min_image_tokens and max_image_tokens.
+// FieldTileSize is the processor's tile_size, FieldImageTokenRange its
+// min_image_tokens and max_image_tokens (FieldMaxTiles its min_tiles and
+// max_tiles); FieldDownsampleFactor is the projector's downsample_factor.
 const (
 	FieldTileSize         Field = "tile size"
 	FieldImageTokenRange  Field = "image tokens"
-	FieldTileRange        Field = "tiles an image"
 	FieldDownsampleFactor Field = "downsample factor"
 )
 
@@ -229,13 +229,13 @@ func (v *Lfm2VlVision) Validate(path string) error {
 	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Layers}, sized{FieldHeads, v.Heads}, sized{FieldHidden, v.Inter},
 		sized{FieldPatch, v.Patch}, sized{FieldInChans, v.Channels}, sized{FieldPositions, v.Positions}, sized{FieldDownsampleFactor, v.Factor},
 		sized{FieldOutputDim, v.ProjHidden}, sized{FieldTextDim, v.TextDim}, sized{FieldTileSize, pr.Tile}, sized{FieldImageTokenRange, pr.MinTokens},
-		sized{FieldTileRange, pr.MinTiles}); err != nil {
+		sized{FieldMaxTiles, pr.MinTiles}); err != nil {
 		return err
 	}
 	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 22}, bounded{FieldDepth, v.Layers, 1 << 12},
 		bounded{FieldInChans, v.Channels, 1 << 6}, bounded{FieldPatch, v.Patch, 1 << 10}, bounded{FieldPositions, v.Positions, 1 << 20},
 		bounded{FieldDownsampleFactor, v.Factor, 1 << 6}, bounded{FieldOutputDim, v.ProjHidden, 1 << 20}, bounded{FieldTextDim, v.TextDim, 1 << 20},
-		bounded{FieldTileSize, pr.Tile, 1 << 14}, bounded{FieldImageTokenRange, pr.MaxTokens, 1 << 16}, bounded{FieldTileRange, pr.MaxTiles, 1 << 8}); err != nil {
+		bounded{FieldTileSize, pr.Tile, 1 << 14}, bounded{FieldImageTokenRange, pr.MaxTokens, 1 << 16}, bounded{FieldMaxTiles, pr.MaxTiles, 1 << 8}); err != nil {
 		return err
 	}
 	if v.Dim%v.Heads != 0 {
@@ -252,7 +252,7 @@ func (v *Lfm2VlVision) Validate(path string) error {
 		return fieldErr(path, FieldImageTokenRange, fmt.Sprintf(": max_image_tokens (%d) is less than min_image_tokens (%d)", pr.MaxTokens, pr.MinTokens))
 	}
 	if !pr.NoSplit && pr.MaxTiles < pr.MinTiles {
-		return fieldErr(path, FieldTileRange, fmt.Sprintf(": max_tiles (%d) is less than min_tiles (%d) (the processor raises)", pr.MaxTiles, pr.MinTiles))
+		return fieldErr(path, FieldMaxTiles, fmt.Sprintf(": max_tiles (%d) is less than min_tiles (%d) (the processor raises)", pr.MaxTiles, pr.MinTiles))
 	}
 	if !(pr.Tolerance > 0) || pr.Tolerance > 1<<20 {
 		return fieldErr(path, fmt.Sprintf("max_pixels_tolerance must be positive and at most %d (got %g)", 1<<20, pr.Tolerance))

@@ -93,17 +93,24 @@ def inputs(raw, count, height, width, seq, longest_edge=None, split=True):
     return input_ids, pixels, mask, (rows, cols, tiles, per_tile, len(one))
 
 
-def place(one, count, tiles, seq, vc):
-    """input_ids of seq arbitrary text ids with count copies of one (a
-    visual input's tokens) laid one token apart, random fp32 pixel values of
-    tiles tiles, and the pixel mask do_pad makes for tiles of one size (all
-    ones, int64)."""
+def lay(one, count, seq):
+    """input_ids (a list) of seq arbitrary text ids with count copies of
+    one (a visual input's tokens) laid one token apart."""
     ids = [100 + i % 150 for i in range(seq)]
     pos = 1
     for _ in range(count):
         ids[pos:pos + len(one)] = one
         pos += len(one) + 1
     assert pos <= seq, f"seq too short for the visual tokens ({pos})"
+    return ids
+
+
+def place(one, count, tiles, seq, vc):
+    """input_ids of seq arbitrary text ids with count copies of one (a
+    visual input's tokens) laid one token apart, random fp32 pixel values of
+    tiles tiles, and the pixel mask do_pad makes for tiles of one size (all
+    ones, int64)."""
+    ids = lay(one, count, seq)
     tile = vc["image_size"]
     pixels = torch.rand(1, tiles, vc.get("num_channels", 3), tile, tile)
     mask = torch.ones(1, tiles, tile, tile, dtype=torch.int64)

@@ -27,6 +27,8 @@ import transformers
 
 from transformers.models.lfm2_vl.processing_lfm2_vl import Lfm2VlProcessor
 
+from idefics3_inputs import lay
+
 DEFAULTS = dict(downsample_factor=2, do_image_splitting=True, min_tiles=2, max_tiles=10, use_thumbnail=True,
                 min_image_tokens=64, max_image_tokens=256, encoder_patch_size=16, tile_size=512, max_pixels_tolerance=2.0,
                 use_image_special_tokens=True)
@@ -109,12 +111,7 @@ def inputs(raw, count, height, width, seq, opts):
     shapes, rows, cols, per_tile, for_image = image(height, width, opts)
     thumb = o["use_thumbnail"] and (rows > 1 or cols > 1)
     one = tokens(rows, cols, per_tile, for_image, thumb, raw["image_token_id"], o["use_image_special_tokens"])
-    ids = [100 + i % 100 for i in range(seq)]
-    pos = 1
-    for _ in range(count):
-        ids[pos:pos + len(one)] = one
-        pos += len(one) + 1
-    assert pos <= seq, f"seq too short for the image tokens ({pos})"
+    ids = lay(one, count, seq)
     p, f = o["encoder_patch_size"], o["downsample_factor"]
     longest = max(o["max_image_tokens"] * f * f, (o["tile_size"] // p) ** 2 if o["do_image_splitting"] else 0)
     n = count * len(shapes)
@@ -124,4 +121,4 @@ def inputs(raw, count, height, width, seq, opts):
         pixels[i, :h * w] = torch.rand(h * w, 3 * p * p)
         mask[i, :h * w] = 1
     spatial = torch.tensor(shapes * count, dtype=torch.int64)
-    return torch.tensor([ids[:seq]]), pixels, mask, spatial, (shapes, len(one))
+    return torch.tensor([ids]), pixels, mask, spatial, (shapes, len(one))
