@@ -177,9 +177,12 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 // every layer (flopCauses' first and third rows).
 const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
 	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
-	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense)$"
+	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense|" +
+	"kimi_linear_grouped)$"
 
 var flopCauses = []flopCause{
+	// Before the causal SDPA rows: Kimi Linear's KDA layers are self_attn too.
+	{cases: "^kimi_linear_grouped$", module: `^model\.layers\.[01]\.self_attn$`, phase: -1, why: kdaWhy, want: kdaTorchChunk},
 	{cases: causalSDPACases, module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
 		why: "causal SDPA: FlopCounterMode counts the full s x s scores whatever is_causal (flop_counter.py: \"We aren't accounting for " +
 			"causal attention here\"); memsh counts half, the FlashAttention papers' convention, which the kernel rates memsh prices " +
@@ -263,6 +266,11 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // dense first layer and shared experts, Arcee's and Apertus's two-matrix
 // MLPs, every module equal but causal SDPA's cause; the hunyuan_v1_dense
 // line with 5.25.0, flops.py --cases hunyuan_v1_dense appended, the same;
+// the kimi_linear_grouped line with 5.25.0, flops.py --cases
+// kimi_linear_grouped appended: Kimi Linear's KDA layers (their
+// projections, conv1d and chunk kernel), the NoPE MLA layer and
+// DeepSeek-V3's experts, every module equal but the KDA kernel's and
+// causal SDPA's causes;
 // the deberta_v2 line
 // with 5.25.0, flops.py --cases deberta_v2 appended: DeBERTa-v3's eager
 // disentangled attention (c2p and p2c bmm) and the relative embeddings'
@@ -382,6 +390,33 @@ const gdnWhy = "Gated DeltaNet's torch path (torch_chunk_gated_delta_rule, trans
 	"the solves' system gradient by one matmul each (counted), and at this one-chunk length the two state reads of the " +
 	"first chunk (a zero state: one gradient, not two) and the last chunk's state update (unused: no backward); memsh " +
 	"counts every chunk alike, 2 x forward (fla's kernel, and any length of many chunks)"
+
+const kdaWhy = "Kimi Delta Attention's torch path (chunk_kimi_delta_attention, transformers 5.25, chunks of 64): FlopCounterMode " +
+	"counts the conv1d (padded) and the chunk's bmm, not the per-channel [chunk, chunk, head_dim] products it sums (elementwise, " +
+	"which memsh prices by their bytes); backward, at this one-chunk length the first chunk's two state reads (a zero state: one " +
+	"gradient, not two) and the last chunk's state update (unused: no backward); memsh counts every chunk alike, 2 x forward"
+
+func kdaTorchChunk(c *torchFlops, ops map[string]float64) float64 {
+	const chunk = 64
+	var raw struct {
+		LA struct {
+			Heads float64 `json:"num_heads"`
+			Dim   float64 `json:"head_dim"`
+			ConvK float64 `json:"short_conv_kernel_size"`
+		} `json:"linear_attn_config"`
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "hf", c.Config))
+	if err != nil || json.Unmarshal(data, &raw) != nil {
+		return math.NaN()
+	}
+	seq := float64(c.Seq)
+	padded := func(f float64) float64 { return f * seq / (seq + raw.LA.ConvK - 1) }
+	if fwd := ops["aten.convolution"]; fwd != 0 {
+		return padded(fwd) + ops["aten.bmm"]
+	}
+	edges := float64(c.Batch) * raw.LA.Heads * 4 * 2 * chunk * raw.LA.Dim * raw.LA.Dim
+	return padded(ops["aten.convolution_backward (harness formula: grad_weight / groups)"]) + ops["aten.bmm"] + edges
+}
 
 func gdnTorchChunk(c *torchFlops, ops map[string]float64) float64 {
 	const chunk = 64

@@ -41,6 +41,11 @@ import (
 //   - dots1-tiny.json (3 layers, 1 and 2 MoE), 5.25.0: 439,360 / 439,360,
 //     two routers (8 x 64) fp32 (sim/dots1_test.go).
 //
+//   - kimi_linear-tiny.json (3 layers, 1 and 2 MoE, 0 and 1 KDA), 5.25.0:
+//     467,472 / 467,472, two routers (8 x 64) and two dt_bias (64) fp32
+//     (nn.KimiDeltaAttention.DTBiasFP32); 5.23.0: 465,168 / 465,168
+//     (sim/kimi_linear_test.go; layers 3 2 32 bfloat16).
+//
 // Without keepfp32 (cls(cfg).to(bfloat16), every parameter cast) the
 // first two count 2 B a parameter: 216,768 and 206,480.
 func TestMoERouterKeptFP32Bytes(t *testing.T) {
@@ -57,6 +62,8 @@ func TestMoERouterKeptFP32Bytes(t *testing.T) {
 		{"deepseek-v32-tiny.json", "5.25.0", "fp16", 225_152, 219_968, 0},
 		{"hunyuan_v1_moe-tiny.json", "5.25.0", "bf16", 307_968, 307_968, 0},
 		{"dots1-tiny.json", "5.25.0", "bf16", 439_360, 439_360, 0},
+		{"kimi_linear-tiny.json", "5.25.0", "bf16", 467_472, 467_472, 0},
+		{"kimi_linear-tiny.json", "5.23.0", "bf16", 465_168, 465_168, 0},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err != nil {

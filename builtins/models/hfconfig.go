@@ -189,7 +189,15 @@ func HfConfigBuiltins() []host.Builtin {
 			"transformers 5.15) or \"torch\" (transformers' fallback, which keeps every 64-token chunk's state for backward); mtp=True adds " +
 			"their checkpoints' MTP layer. olmo_hybrid (Ai2's Olmo-Hybrid-7B, transformers 5.3) stacks the same Gated DeltaNet " +
 			"(separate q_proj, k_proj, v_proj, a_proj, b_proj, g_proj, o_norm, o_proj; beta doubled with linear_allow_neg_eigval) in " +
-			"Llama layers with OLMo 3's attention layers (layer_types, else every fourth), NoPE where rope_theta is null; linear_attn as above. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
+			"Llama layers with OLMo 3's attention layers (layer_types, else every fourth), NoPE where rope_theta is null; linear_attn as above. " +
+			"kimi_linear (Moonshot AI's Kimi-Linear-48B-A3B, transformers 5.17) stacks Kimi Delta Attention layers (the gated delta rule " +
+			"with a decay per channel: q_proj, k_proj, v_proj and their short conv1d, forget_gate's f_a_proj, f_b_proj, dt_bias and A_log, " +
+			"b_proj, g_a_proj, g_b_proj, o_norm, o_proj) and DeepSeek-V3's multi-head latent attention without rotary embeddings " +
+			"(linear_attn_config's kda_layers and full_attn_layers, 1-based, else layer_types, else every fourth from the fifth), " +
+			"DeepSeek-V3's experts after the first first_k_dense_replace layers (or as mlp_layer_types says); its linear layers run " +
+			"transformers' torch chunk kernel (chunk_kimi_delta_attention, what it runs without flash-linear-attention, which keeps " +
+			"[chunk, chunk, head_dim] products a 64-token chunk and head for backward): linear_attn=\"torch\" or left out; " +
+			"\"fla\" (fla's chunk_kda) is not modelled. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
 			"(model.language_model), with a vision_config the vision tower and embed_vision, reading train(images=), with an audio_config " +
 			"the audio tower's weights (no audio input is modelled); arch=\"Gemma4ForCausalLM\" builds the text model alone, past both) build the text models of E2B, E4B, the 26B A4B and 31B: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
 			"q, k and v normed per head, full-attention layers with global_head_dim and, with attention_k_eq_v, num_global_key_value_heads and the " +

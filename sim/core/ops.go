@@ -203,18 +203,24 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 		return b.teRMSNorm(x, w)
 	}
 	inDT := b.Dtype(x)
+	shape := WithLast(b.Shape(x), dim)
 	var x32 Value
-	if slice {
+	switch {
+	case slice && inDT == units.FP32:
+		// .to(float32) of an fp32 slice is the slice itself, a view:
+		// pow and the product save x's whole storage.
+		x32 = x
+	case slice:
 		c := b.AddOp("cast", "to_fp32", []Value{x})
-		x32 = b.Out(c, "slice.fp32", WithLast(b.Shape(x), dim), units.FP32, "fp32 copy of the normalised slice")
-	} else {
+		x32 = b.Out(c, "slice.fp32", shape, units.FP32, "fp32 copy of the normalised slice")
+	default:
 		x32 = b.Cast(x, units.FP32, "fp32 copy of rms_norm input")
 	}
-	r := Rows(b.Shape(x32))
+	r := Rows(shape)
 	// pow(2): saves self; its kernel reads x32 and writes x².
 	ip := b.AddOp("pow", "pow", []Value{x32})
-	sq := b.Out(ip, "x2", b.Shape(x32), units.FP32, "x² in rms_norm")
-	b.Op(ip).Bytes += float64(b.Val(x32).Bytes)
+	sq := b.Out(ip, "x2", shape, units.FP32, "x² in rms_norm")
+	b.Op(ip).Bytes += float64(units.FP32.Bytes(Numel(shape)))
 	b.Save(ip, x32)
 	// mean(-1): torch 1.13 keeps its input.
 	im := b.AddOp("mean", "mean", []Value{sq})
@@ -226,7 +232,16 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 	ir := b.AddOp("rsqrt", "rsqrt", []Value{variance})
 	rs := b.Out(ir, "rsqrt", []int64{r, 1}, units.FP32, "rms_norm rsqrt (saved)")
 	b.Save(ir, rs)
-	n32 := b.Mul("normalized", x32, rs)
+	in := b.AddOp("mul", "normalized", []Value{x32, rs})
+	n32 := b.Out(in, "normalized", shape, units.FP32, "product normalized")
+	if b.Grad(x32) {
+		b.Save(in, rs)
+	}
+	if b.Grad(rs) {
+		b.Save(in, x32)
+	}
+	b.Op(in).Flops = float64(Numel(shape))
+	b.Op(in).Bytes += float64(units.FP32.Bytes(Numel(shape)) + b.Val(rs).Bytes)
 	n := b.Cast(n32, inDT, "rms_norm normalized, cast back to input dtype")
 	// weight * n: saves n for the weight's grad.
 	iw := b.AddOp("mul", "scale", []Value{n}, w)
@@ -236,7 +251,7 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 		b.Save(iw, n)
 	}
 	for _, i := range []int32{ip, im, ir, iw} {
-		b.Op(i).Flops = float64(Numel(b.Shape(x32)))
+		b.Op(i).Flops = float64(Numel(shape))
 	}
 	return y
 }

@@ -134,6 +134,13 @@ var hfFamilies = []hfFamily{
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).
 	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// kimi_linear: Moonshot AI's Kimi-Linear-48B-A3B; the 5.17.0 wheel is
+	// the first with models/kimi_linear (absent from 5.16.0; pip download
+	// --no-deps, unzip -l). Kimi Delta Attention and NoPE MLA layers,
+	// DeepSeek-V3's MoE (kimi_linear.go); memsh follows 5.25.0's modelling
+	// (5.17.0's runs the same training forward; dt_bias and the router
+	// stay fp32 from 5.24: kdaFP32Since, keepGateSince).
+	{modelType: "kimi_linear", prefix: "KimiLinear", base: "model", heads: decoderHeads, build: buildKimiLinear, noEager: true, since: [2]int{5, 17}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
 	// before text_config's decoder (llava.go).
 	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},

@@ -338,23 +338,30 @@ func (c *hfConfig) object(key string) {
 
 // intList reads an optional list of integers in [0, n).
 func (c *hfConfig) intList(key string, n int64) map[int64]bool {
-	out := map[int64]bool{}
 	if !c.has(key) {
-		return out
+		return map[int64]bool{}
 	}
+	return c.layerList(key, 0, n, "layer indices")
+}
+
+// layerList reads the list key of layer numbers counted from base (0, or
+// 1 as Kimi Linear's checkpoints count them), in base..base+n-1, as
+// 0-based indices; what names them in the error.
+func (c *hfConfig) layerList(key string, base, n int64, what string) map[int64]bool {
+	out := map[int64]bool{}
 	list, ok := c.raw[key].([]any)
 	if !ok {
-		c.fail(key, "must be a list of layer indices (got %s)", describeJSON(c.raw[key]))
+		c.fail(key, "must be a list of %s (got %s)", what, describeJSON(c.raw[key]))
 		return out
 	}
 	for _, v := range list {
 		num, ok := v.(json.Number)
 		i, err := num.Int64()
-		if !ok || err != nil || i < 0 || i >= n {
-			c.fail(key, "must list layer indices in 0..%d (got %s)", n-1, describeJSON(v))
+		if !ok || err != nil || i < base || i >= base+n {
+			c.fail(key, "must list %s in %d..%d (got %s)", what, base, base+n-1, describeJSON(v))
 			return out
 		}
-		out[i] = true
+		out[i-base] = true
 	}
 	return out
 }

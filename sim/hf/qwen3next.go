@@ -285,10 +285,23 @@ func useLinearAttn(m *core.Model, modelType, kernel string) error {
 		return &units.Error{Msg: `linear_attn must be "fla" or "torch" (got "` + kernel + `")`,
 			Hint: `"fla": flash-linear-attention's chunk_gated_delta_rule with causal-conv1d (what transformers runs when both are installed); "torch": transformers' fallback without them`}
 	}
+	kda := 0
+	walkLayers(m.Layers, func(l core.Layer) {
+		if _, ok := l.(*nn.KimiDeltaAttention); ok {
+			kda++
+		}
+	})
+	if kda > 0 {
+		if kernel == nn.GDNFla {
+			return &units.Error{Msg: `linear_attn="fla": model_type "` + modelType + `"'s Kimi Delta Attention layers are modelled as transformers runs them without flash-linear-attention (its torch chunk kernel), not fla's chunk_kda`,
+				Hint: `leave linear_attn out or pass "torch"`}
+		}
+		return nil
+	}
 	fused := false
 	if walkGDN(m.Layers, func(g *nn.GatedDeltaNet) { fused = fused || g.FusedNorm }) == 0 {
 		return &units.Error{Msg: "linear_attn=\"" + kernel + "\": model_type \"" + modelType + "\" has no Gated DeltaNet layers",
-			Hint: "linear_attn= applies to qwen3_next, Qwen3.5 (qwen3_5, qwen3_5_moe) and olmo_hybrid; leave it out for this model"}
+			Hint: "linear_attn= applies to qwen3_next, Qwen3.5 (qwen3_5, qwen3_5_moe), olmo_hybrid and kimi_linear; leave it out for this model"}
 	}
 	walkGDN(m.Layers, func(g *nn.GatedDeltaNet) {
 		g.Kernel = kernel

@@ -281,6 +281,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	useLoss(m, fam.modelType, v)
 	setEmbedScaleBuffer(m, fam.modelType, v)
 	setGDN(m.Layers, v)
+	setKDA(m.Layers, v)
 	if fam.modelType == "mamba" {
 		setMambaSkipFP32(m.Layers, atLeast(v, mambaSkipFP32Since))
 	}

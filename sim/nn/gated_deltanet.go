@@ -200,24 +200,32 @@ func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {
 	return out
 }
 
-// conv lowers causal_conv1d_fn with silu: causal_conv1d's kernel saves
-// its input (CausalConv1dFn.forward: save_for_backward(x, weight, ...));
-// transformers' torch fallback runs F.conv1d with padding kernel - 1, so
-// silu saves the padded output, seq + kernel - 1 positions a sequence.
+// conv lowers causal_conv1d_fn with silu over q, k and v (shortConvSiLU).
 func (g *GatedDeltaNet) conv(b *core.Builder, mixed core.Value, s []int64) core.Value {
-	w := b.Param("conv1d.weight", []int64{g.convDim(), 1, g.ConvK}, core.RoleLinear)
+	return shortConvSiLU(b, mixed, s, g.convDim(), g.ConvK, g.kernel() == GDNTorch)
+}
+
+// shortConvSiLU lowers the depthwise causal conv1d (no bias, convK taps
+// over width channels) with silu that the linear-attention layers run on
+// q, k and v: causal_conv1d's kernel saves its input
+// (CausalConv1dFn.forward: save_for_backward(x, weight, ...)); with
+// torchPath, transformers' fallback runs F.conv1d with padding convK - 1,
+// so silu saves the padded output besides, seq + convK - 1 positions a
+// sequence.
+func shortConvSiLU(b *core.Builder, mixed core.Value, s []int64, width, convK int64, torchPath bool) core.Value {
+	w := b.Param("conv1d.weight", []int64{width, 1, convK}, core.RoleLinear)
 	i := b.AddOp("conv1d", "causal_conv1d", []core.Value{mixed}, w)
 	dt := b.Dtype(mixed)
-	y := b.Out(i, "mixed_qkv_conv", core.WithLast(s, g.convDim()), dt, "q, k, v after the causal conv1d and silu")
+	y := b.Out(i, "mixed_qkv_conv", core.WithLast(s, width), dt, "q, k, v after the causal conv1d and silu")
 	b.Save(i, mixed)
-	if g.kernel() == GDNTorch {
+	if torchPath {
 		seq := s[len(s)-2]
 		batch := core.Rows(s) / max(seq, 1)
-		p := b.Out(i, "conv_padded", []int64{batch, g.convDim(), seq + g.ConvK - 1}, dt, "F.conv1d's padded output, silu's input (saved)")
+		p := b.Out(i, "conv_padded", []int64{batch, width, seq + convK - 1}, dt, "F.conv1d's padded output, silu's input (saved)")
 		b.Val(p).Grad = false
 		b.Save(i, p)
 	}
-	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(g.convDim()*g.ConvK)
+	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(width*convK)
 	b.Op(i).Bytes += float64(b.Val(mixed).Bytes)
 	return y
 }

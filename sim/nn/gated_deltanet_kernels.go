@@ -38,13 +38,7 @@ func (g *GatedDeltaNet) flaChunk(b *core.Builder, q, k, conv, beta, gate core.Va
 	hv, dk, dv := g.VHeads, g.KHeadDim, g.VHeadDim
 	o := b.Out(i, "core_attn_out", core.WithLast(s, hv*dv), dt, "the delta rule's output")
 	per := core.WithLast(s, hv)
-	var saved []core.Value
-	for _, v := range []struct {
-		name  string
-		shape []int64
-		dt    units.DType
-		why   string
-	}{
+	saved := savedOuts(b, i, []savedSpec{
 		{"q_l2norm", core.WithLast(s, hv*dk), dt, "l2-normed q (saved)"},
 		{"k_l2norm", core.WithLast(s, hv*dk), dt, "l2-normed k (saved)"},
 		{"q_rstd", per, units.FP32, "q's l2norm rstd (saved)"},
@@ -52,11 +46,7 @@ func (g *GatedDeltaNet) flaChunk(b *core.Builder, q, k, conv, beta, gate core.Va
 		{"v", core.WithLast(s, hv*dv), dt, "input_guard's contiguous copy of v (saved)"},
 		{"g_cumsum", per, units.FP32, "the chunk-local cumsum of g (saved)"},
 		{"A", core.WithLast(s, hv*g.Chunk), dt, "the WY representation's inverse per chunk (saved)"},
-	} {
-		x := b.Out(i, v.name, v.shape, v.dt, v.why)
-		b.Val(x).Grad = false
-		saved = append(saved, x)
-	}
+	})
 	b.Save(i, append(saved, beta)...)
 	chunks := (T + g.Chunk - 1) / g.Chunk
 	// Forward transients: w [T, hv, dk], u and v_new [T, hv, dv], the
@@ -94,12 +84,8 @@ func (g *GatedDeltaNet) torchChunk(b *core.Builder, q, k, conv, beta, gate core.
 	o := b.Out(i, "core_attn_out", core.WithLast(s, hv*dv), dt, "the delta rule's output, cast back")
 	// [batch, heads, positions, width] fp32 tensors.
 	f32 := func(positions, width int64) []int64 { return []int64{batch, hv, positions, width} }
-	type sv struct {
-		name  string
-		shape []int64
-		n     int // how many such tensors
-	}
-	decays, carried := 3, []sv{
+	type sv = fp32Saved
+	decays, carried := int64(3), []sv{
 		{"chunk_decay", f32(chunks, 1), 1}, // exp of each chunk's total decay
 		{"new_values", f32(padded, dv), 1}, // solve_triangular's outputs
 		{"k_cumdecay", f32(padded, dk), 1},
@@ -115,8 +101,7 @@ func (g *GatedDeltaNet) torchChunk(b *core.Builder, q, k, conv, beta, gate core.
 		// transformers 5.25.0).
 		decays, carried = 2, carried[1:3]
 	}
-	var saved []core.Value
-	for _, v := range append([]sv{
+	saved := fp32SavedOuts(b, i, "torch_chunk_gated_delta_rule", append([]sv{
 		{"qk_fp32", f32(seq, dk), 2},          // l2norm's fp32 inputs
 		{"qk_rsqrt", f32(seq, 1), 2},          // l2norm's rsqrt
 		{"v_padded", f32(padded, dv), 1},      // saved by v * beta
@@ -128,15 +113,7 @@ func (g *GatedDeltaNet) torchChunk(b *core.Builder, q, k, conv, beta, gate core.
 	}, append(carried,
 		sv{"states", f32(chunks*dk, dv), 1}, // every chunk's recurrent state (the loop's matmuls)
 		sv{"v_new", f32(padded, dv), 1},     // every chunk's v_new
-	)...) {
-		shape := v.shape
-		if v.n > 1 {
-			shape = append([]int64{int64(v.n)}, shape...)
-		}
-		x := b.Out(i, v.name, shape, units.FP32, "torch_chunk_gated_delta_rule: "+v.name+" (saved)")
-		b.Val(x).Grad = false
-		saved = append(saved, x)
-	}
+	)...))
 	mask := b.Out(i, "upper_mask", []int64{c, c}, units.BOOL, "the strictly upper triangular chunk mask, saved by masked_fill")
 	b.Val(mask).Grad = false
 	b.Save(i, append(saved, mask)...)
@@ -146,4 +123,49 @@ func (g *GatedDeltaNet) torchChunk(b *core.Builder, q, k, conv, beta, gate core.
 	b.Op(i).Flops = g.chunkFLOPs(batch * padded)
 	b.Op(i).Bytes += float64(b.Val(conv).Bytes) + float64(b.Val(o).Bytes)
 	return o
+}
+
+// savedSpec is a tensor a kernel makes and keeps for its backward alone.
+type savedSpec struct {
+	name  string
+	shape []int64
+	dt    units.DType
+	why   string
+}
+
+// savedOuts adds specs, in order, as outputs of op i that need no
+// gradient (the caller saves them).
+func savedOuts(b *core.Builder, i int32, specs []savedSpec) []core.Value {
+	out := make([]core.Value, 0, len(specs))
+	for _, v := range specs {
+		x := b.Out(i, v.name, v.shape, v.dt, v.why)
+		b.Val(x).Grad = false
+		out = append(out, x)
+	}
+	return out
+}
+
+// fp32Saved is n fp32 tensors of one shape a torch kernel keeps for
+// backward (one tensor of n x shape).
+type fp32Saved struct {
+	name  string
+	shape []int64
+	n     int64
+}
+
+// fp32SavedOuts adds specs as savedOuts does, each named after kernel;
+// a spec of no elements (a count of chunks that is zero) adds nothing.
+func fp32SavedOuts(b *core.Builder, i int32, kernel string, specs []fp32Saved) []core.Value {
+	var out []savedSpec
+	for _, v := range specs {
+		if core.Numel(v.shape) == 0 {
+			continue
+		}
+		shape := v.shape
+		if v.n > 1 {
+			shape = append([]int64{v.n}, shape...)
+		}
+		out = append(out, savedSpec{v.name, shape, units.FP32, kernel + ": " + v.name + " (saved)"})
+	}
+	return savedOuts(b, i, out)
 }

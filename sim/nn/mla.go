@@ -48,6 +48,14 @@ type MLA struct {
 	// complex product saves it alone). "" for none.
 	RopeTables  string
 	RopeComplex bool
+	// NoRope: Kimi Linear's MLA (KimiLinearAttention, transformers 5.25.0:
+	// "with NoPE"), which rotates nothing: q is the projection's output
+	// viewed per head (no copy) and k the latent's nope part with the
+	// qk_rope_head_dim slice of kv_a_proj_with_mqa's output unrotated,
+	// shared by the heads. Under SDPA the kernel's output is sequence
+	// major (CUDA's memory-efficient kernel always; the CPU's flash kernel
+	// as its q is), so reshaping it for o_proj copies nothing.
+	NoRope bool
 }
 
 func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
@@ -165,14 +173,17 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	kvb := b.ColLinear("kv_b_proj", core.RoleV, kvn, kvn, a.KVLora, a.Heads*(a.Nope+a.VDim), h*(a.Nope+a.VDim), false)
 	// rope on the split-off rope parts (views), then the concatenations
 	// the kernel reads: new [T, heads, qk] tensors.
-	tables := a.ropeTables(b, s[len(s)-2])
-	qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim), tables...)
-	kr := rope(b, "k", kva, core.WithLast(s, a.RopeDim), tables...)
 	dt := b.Dtype(q)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute
 	}
-	query := b.Ew("cat", "query_states", []core.Value{q, qr}, core.WithLast(s, h*qk), dt, "q: nope and roped parts concatenated")
+	query, kr := q, kva
+	if !a.NoRope {
+		tables := a.ropeTables(b, s[len(s)-2])
+		qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim), tables...)
+		kr = rope(b, "k", kva, core.WithLast(s, a.RopeDim), tables...)
+		query = b.Ew("cat", "query_states", []core.Value{q, qr}, core.WithLast(s, h*qk), dt, "q: nope and roped parts concatenated")
+	}
 	key := b.Ew("cat", "key_states", []core.Value{kvb, kr}, core.WithLast(s, h*qk), dt, "k: nope part and the shared rope key expanded to the heads")
 	// SDPA reads v as the v_head_dim view of kv_b_proj's output, which it
 	// keeps: its P x V product is v_head_dim wide (transformers 4.57.1
@@ -233,6 +244,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Par.Ulysses() {
 		o = ulyssesBack(b, o, s)
 	}
-	merged := b.Ew("contiguous", "merge_heads", []core.Value{o}, core.WithLast(s, h*a.VDim), dt, "heads merged (and flash's padding dropped): the o_proj input")
+	merged := o
+	if !a.NoRope || a.Impl != "sdpa" || b.Par.Ulysses() {
+		merged = b.Ew("contiguous", "merge_heads", []core.Value{o}, core.WithLast(s, h*a.VDim), dt, "heads merged (and flash's padding dropped): the o_proj input")
+	}
 	return b.RowLinear("o_proj", core.RoleO, merged, a.Heads*a.VDim, h*a.VDim, a.Dim, a.Bias)
 }

@@ -13,7 +13,8 @@ appended; HunYuan MoE, MiniMax-M2, dots.llm1, Arcee and Apertus, 5.25.0: --cases
 hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended; HunYuan dense: --cases
 hunyuan_v1_dense, appended; DeBERTa-v3 MaskedLM,
 deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended; its sequence and token classification
-heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta_v2_tok, appended) on the CPU in fp32, runs
+heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta_v2_tok, appended; Kimi Linear,
+kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linear_grouped, appended) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -96,6 +97,7 @@ CASES = [
     ("deberta_v2", "deberta-v3-tiny.json", "eager", {}),
     ("deberta_v2_cls", "deberta-v3-tiny-cls.json", "eager", {"labels": "sequence"}),
     ("deberta_v2_tok", "deberta-v3-tiny-tok.json", "eager", {"labels": "token"}),
+    ("kimi_linear_grouped", "kimi_linear-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
