@@ -205,7 +205,9 @@ func TestCheckpointAndLoRA(t *testing.T) {
 		{expr: `lora(autocast_adapter_dtype = "no")`, err: `autocast_adapter_dtype must be True or False (got string)`},
 		{expr: `lora(autocast_adapter_dtype = None)`, err: `autocast_adapter_dtype must be True or False (got NoneType)`},
 		{expr: `lora(rank = 0)`, err: "rank must be positive (got 0)"},
-		{expr: `lora(targets = ["qq"])`, err: `unknown target "qq"`},
+		{expr: `lora(targets = ["query", "attention.self.value"]).targets`, want: `("query", "attention.self.value")`},
+		{expr: `lora(targets = ["layer.3.query"])`, err: `names one layer`},
+		{expr: `lora(targets = ["q.*"])`, err: `no patterns`},
 		{expr: `lora(targets = [])`, err: "targets must name at least one module role"},
 		{expr: `lora(dropout = 1)`, err: "dropout must be in [0, 1) (got 1)"},
 	})

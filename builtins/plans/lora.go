@@ -57,7 +57,14 @@ func LoraBuiltins() []host.Builtin {
 		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
 			"state) and each targeted linear layer gets trainable A (rank x in) and B (out x rank), as PEFT's " +
 			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, router, linear (plain " +
-			"linear() layers), expert_gate, expert_up, expert_down (an MoE's experts only), or \"all-linear\". " +
+			"linear() layers), expert_gate, expert_up, expert_down (an MoE's experts only), or \"all-linear\"; or module " +
+			"names as PEFT's target_modules list takes them: a linear is adapted when its path is the name or ends in " +
+			"\".\" and the name, so [\"query\", \"value\"] (PEFT's default for BERT and RoBERTa; hf_config names modules as " +
+			"transformers does) reaches every attention.self.query and attention.self.value, [\"c_attn\"] GPT-2's fused " +
+			"projection, \"output.dense\" both of a BERT layer's output denses. A name no linear has is refused, as PEFT " +
+			"refuses it, and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
+			"modules in every layer. An adapter on a pooler's dense (BERT's pooler, RoBERTa's classifier.dense) is not " +
+			"modelled: a target reaching one is refused. " +
 			"As PEFT's target_modules match module names, gate, up and down reach the experts' projections too " +
 			"when the experts are nn.Linear modules (moe(impl=\"loop\"), transformers 4.x), and all-linear reaches " +
 			"every nn.Linear but lm_head, an nn.Linear router included; fused or grouped experts and parameter " +

@@ -24,6 +24,9 @@ type Builder struct {
 	graph   bool                   // a compiled graph is open (compile.go)
 	compile Compile
 	block   int // index of the current repeated block (for checkpoint(every=k))
+	// loraHits are the module-name LoRA targets a linear matched
+	// (lora_targets.go).
+	loraHits map[string]bool
 	// curBlock is the repeated block being lowered, 1-based (0: none),
 	// recorded on each op (OpInfo.Block).
 	curBlock int32

@@ -75,7 +75,7 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 		xq = b.Cast(x, b.Prec.Compute, "input cast to the bitsandbytes compute dtype")
 	}
 	var ad *chunkAdapter
-	if b.Lora != nil && b.Lora.targets(RoleLMHead) {
+	if b.adapts(RoleLMHead) {
 		ad = b.newChunkAdapter(in, vocab)
 	}
 	for i, n := range lengths {

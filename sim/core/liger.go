@@ -118,7 +118,7 @@ func (p *Plan) validateLiger() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q does not combine with sequential members", p.FusedLoss)}
 	case p.QuantLMHead:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q reads lm_head's weight dense: it cannot be quantized", p.FusedLoss), Hint: "drop quant_lm_head"}
-	case p.LoRA != nil && p.LoRA.targets(RoleLMHead):
+	case p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, p.Model.Head()):
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q passes lm_head.weight to the kernel, which skips a LoRA adapter on lm_head", p.FusedLoss),
 			Hint: "leave lm_head out of lora(targets=...)"}
 	}

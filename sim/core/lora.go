@@ -34,7 +34,7 @@ import (
 type LoRA struct {
 	Rank      int64
 	Alpha     float64
-	Targets   []string // roles: q k v o qkv gate up down lm_head, or all-linear
+	Targets   []string // roles (q k v o qkv gate up down lm_head, or all-linear) or module names (lora_targets.go)
 	Dropout   float64
 	BaseDType bool // adapters in the base's dtype (autocast_adapter_dtype=False); false: PEFT's fp32 over a 16-bit base
 }
@@ -69,12 +69,10 @@ func (l *LoRA) Validate() error {
 		return fmt.Errorf("lora: targets must name at least one module role (known: all-linear, %v)", linearRoles)
 	}
 	for _, t := range l.Targets {
-		ok := t == "all-linear"
-		for _, r := range linearRoles {
-			ok = ok || r == t
-		}
-		if !ok {
-			return fmt.Errorf("lora: unknown target %q (known: all-linear, q, k, v, o, qkv, gate, up, down, lm_head, router, expert_gate, expert_up, expert_down)", t)
+		if !isLoRARole(t) {
+			if err := checkNameTarget(t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -106,9 +104,6 @@ func (p *Plan) AdapterDType() units.DType {
 	}
 	return units.InvalidDType
 }
-
-// Adapts reports whether a linear of role gets an adapter.
-func (l *LoRA) Adapts(role Role) bool { return l.targets(role) }
 
 func (l *LoRA) targets(role Role) bool {
 	for _, t := range l.Targets {

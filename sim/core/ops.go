@@ -76,7 +76,7 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	t := Rows(b.Shape(xin))
 	b.Op(i).Flops = 2 * float64(t) * float64(in) * float64(out)
 	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(in*out))
-	if b.Lora != nil && b.Lora.targets(role) {
+	if b.adapts(role) {
 		y = b.loraAdapter(x, y, in, out) // x, not xin: lora_A casts its own copy (loraAdapter)
 	}
 	return y

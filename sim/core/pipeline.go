@@ -407,7 +407,10 @@ func (p *Plan) lowerModel(b *Builder) error {
 	if p.PipeStage != nil {
 		return p.lowerStage(b)
 	}
-	return p.Model.lower(b)
+	if err := p.Model.lower(b); err != nil {
+		return err
+	}
+	return b.unmatchedLoRATargets() // the whole model: a name no linear has is refused
 }
 
 // BlockPaths are the module paths of the blocks FSDP wraps as units of

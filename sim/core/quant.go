@@ -210,7 +210,7 @@ func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 // output = output.to(expected_dtype) without autocast), so the add is in
 // the base's dtype.
 func (b *Builder) quantAdapter(role Role, x, y Value, in, out int64) Value {
-	if b.Lora == nil || !b.Lora.targets(role) {
+	if !b.adapts(role) {
 		return y
 	}
 	defer b.Scope("lora")()
@@ -263,7 +263,7 @@ func (b *Builder) IdleAdapter(role Role, in, out int64) {
 // adapterParams registers lora_A and lora_B of a linear of role when LoRA
 // targets it.
 func (b *Builder) adapterParams(role Role, in, out int64) {
-	if b.Lora == nil || !b.Lora.targets(role) {
+	if !b.adapts(role) {
 		return
 	}
 	defer b.Scope("lora")()

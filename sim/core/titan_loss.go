@@ -58,7 +58,7 @@ func (p *Plan) validateTitan() error {
 			Hint: "a language model with a vocabulary and the cross-entropy loss"}
 	case p.QuantLMHead:
 		return &units.Error{Path: "train", Msg: what + " does not combine with quant_lm_head", Hint: "drop quant_lm_head"}
-	case p.LoRA != nil && p.LoRA.targets(RoleLMHead):
+	case p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()):
 		return &units.Error{Path: "train", Msg: what + " is not modelled with a LoRA adapter on lm_head", Hint: "leave lm_head out of lora(targets=...)"}
 	case p.Parallel.Norm().TP > 1 && p.Parallel.Norm().LossParallel != "torch":
 		return &units.Error{Path: "train", Msg: what + " with tensor parallelism is modelled with the vocabulary-parallel loss torchtitan runs (torch's loss_parallel() until 2026, its own _LossParallelCrossEntropy since, which allocates the same)",

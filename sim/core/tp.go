@@ -305,7 +305,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 	t := Rows(b.Shape(xm))
 	b.Op(i).Flops = 2 * float64(t) * float64(in) * float64(outLocal)
 	b.Op(i).Bytes += float64(b.Val(xm).Bytes) + float64(dt.Bytes(in*outLocal))
-	if b.Lora != nil && b.Lora.targets(role) {
+	if b.adapts(role) {
 		y = b.loraAdapter(xg, y, in, outLocal) // xg, not xm: lora_A casts its own copy
 	}
 	return y
@@ -352,7 +352,7 @@ func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, ou
 	t := Rows(b.Shape(xin))
 	b.Op(i).Flops = 2 * float64(t) * float64(inLocal) * float64(out)
 	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(inLocal*out))
-	if b.Lora != nil && b.Lora.targets(role) {
+	if b.adapts(role) {
 		y = b.loraAdapter(x, y, inLocal, out) // x, not xin: lora_A casts its own copy
 	}
 	done()

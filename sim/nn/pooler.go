@@ -74,6 +74,10 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	first := []int64{n, p.Dim}
 	x = b.DropoutOf("dropout", x, first, p.InDropout)
 	closeDense := b.Scope("dense")
+	if b.LoRAAdapts("pooler") {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: "a LoRA adapter on the pooler's dense is not modelled (PEFT adapts it: all-linear, or a target naming it)",
+			Hint: "name the modules to adapt, leaving the pooler out: lora(targets=[\"query\", \"value\"]) (PEFT's default for BERT)"}})
+	}
 	w := b.Param("weight", []int64{p.Dim, p.Dim}, "pooler")
 	var bias []int32
 	if !p.NoBias {

@@ -298,5 +298,5 @@ func quantMoved(name string) bool { return name != "nf4 code table" }
 // under Answer.AI's targets) keeps its quant_state on the GPU.
 func (d *distState) quantRoundTrip(r *Replay, pi int32) bool {
 	p := &d.p.Params[pi]
-	return p.Quant != "" && r.Plan.LoRA != nil && r.Plan.Parallel.SyncStates && r.Plan.LoRA.Adapts(p.Role)
+	return p.Quant != "" && r.Plan.LoRA != nil && r.Plan.Parallel.SyncStates && r.Plan.LoRA.Adapts(p.Role, strings.TrimSuffix(p.Name, ".weight"))
 }

@@ -1,0 +1,106 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// A LoRA target is a role or a module name. A role (linearRoles) reaches
+// every linear of that role whatever the model calls it: "q" is Llama's
+// q_proj, BERT's query, GPT-2's fused c_attn. Any other target is a
+// module name, matched as PEFT matches a list of target_modules
+// (check_target_module_exists, peft/tuners/tuners_utils.py at 0.21.2): a
+// linear is adapted when its module path is the target or ends in "."
+// and the target, so "query" reaches every
+// bert.encoder.layer.N.attention.self.query, "attention.self.query" the
+// same ones and "output.dense" both attention.output.dense and the
+// layer's output.dense. The names are the model's own (hf_config's are
+// transformers').
+
+func isLoRARole(t string) bool {
+	if t == "all-linear" {
+		return true
+	}
+	for _, r := range linearRoles {
+		if r == t {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNameTarget refuses a module-name target that PEFT would read
+// otherwise or that memsh cannot apply to every block alike: memsh lowers
+// one block of a repeat and copies it, so a target naming one layer
+// ("layer.3.attention.self.query") would reach them all.
+func checkNameTarget(t string) error {
+	if t == "" || strings.ContainsAny(t, "*[]()|\\^$?+ ") {
+		return fmt.Errorf("lora: target %q must be a role (%s, all-linear) or a module name such as \"query\" or \"attention.self.query\" (no patterns)", t, strings.Join(linearRoles, ", "))
+	}
+	for _, part := range strings.Split(t, ".") {
+		if part == "" || strings.Trim(part, "0123456789") == "" {
+			return fmt.Errorf("lora: target %q names one layer or an empty module name: memsh adapts the same modules in every layer (name the module, e.g. %q)", t, lastSegment(t))
+		}
+	}
+	return nil
+}
+
+// nameTarget is the module-name target module matches, "" for none.
+func (l *LoRA) nameTarget(module string) string {
+	for _, t := range l.Targets {
+		if !isLoRARole(t) && (module == t || strings.HasSuffix(module, "."+t)) {
+			return t
+		}
+	}
+	return ""
+}
+
+// Adapts reports whether a linear of role at module path module gets an
+// adapter: its role or its module name is targeted.
+func (l *LoRA) Adapts(role Role, module string) bool {
+	return l.targets(role) || l.nameTarget(module) != ""
+}
+
+// adapts reports whether the linear of role the builder is in (its
+// module path, b.Name("")) gets an adapter, noting the module-name
+// target it matched (unmatchedLoRATargets).
+func (b *Builder) adapts(role Role) bool {
+	if b.Lora == nil {
+		return false
+	}
+	if b.Lora.targets(role) {
+		return true
+	}
+	t := b.Lora.nameTarget(b.Name(""))
+	if t == "" {
+		return false
+	}
+	if b.loraHits == nil {
+		b.loraHits = map[string]bool{}
+	}
+	b.loraHits[t] = true
+	return true
+}
+
+// LoRAAdapts reports whether LoRA targets the linear of role a layer
+// lowers with its own matmul (BERT's pooler.dense), in the linear's
+// scope: by its role, all-linear, or its module name.
+func (b *Builder) LoRAAdapts(role Role) bool { return b.adapts(role) }
+
+// unmatchedLoRATargets refuses a module-name target that no linear of the
+// whole model matched, as PEFT's get_peft_model does ("Target modules
+// ... not found in the base model").
+func (b *Builder) unmatchedLoRATargets() error {
+	if b.Lora == nil {
+		return nil
+	}
+	for _, t := range b.Lora.Targets {
+		if !isLoRARole(t) && !b.loraHits[t] {
+			return &units.Error{Path: "lora", Msg: fmt.Sprintf("target %q names no linear module of the model (PEFT: target modules not found in the base model)", t),
+				Hint: fmt.Sprintf("name a linear module as the model names it (transformers' named_modules(): \"query\", \"c_attn\", \"q_proj\"), or a role: %s, all-linear", strings.Join(linearRoles, ", "))}
+		}
+	}
+	return nil
+}
