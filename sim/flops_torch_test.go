@@ -23,7 +23,8 @@ type torchFlops struct {
 		Experts    string
 		Checkpoint bool
 		Lora       []string
-		Images     []int64 // count, height, width
+		Images     []int64        // count, height, width
+		Processor  map[string]any // the image processor's options (hf.Options.Processor)
 	}
 	Batch, Seq                   int64
 	Forward, Backward, Recompute map[string]map[string]float64
@@ -60,6 +61,13 @@ func memshPlan(t *testing.T, c *torchFlops) *core.Plan {
 	opts := hf.Options{Attn: c.Attn, Transformers: c.Transformers, Experts: c.Options.Experts}
 	if strings.HasPrefix(c.Config, "qwen3-next") {
 		opts.LinearAttn = "torch" // no flash-linear-attention on the CPU
+	}
+	if c.Options.Processor != nil {
+		data, err := json.Marshal(c.Options.Processor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Processor = data
 	}
 	m, err := hf.FromConfigOptions(readHF(t, c.Config), opts)
 	if err != nil {
@@ -177,7 +185,7 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 // every layer (flopCauses' first and third rows).
 const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
 	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
-	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense|" +
+	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|lfm2_vl_vision|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense|" +
 	"kimi_linear_grouped)$"
 
 var flopCauses = []flopCause{
@@ -199,7 +207,7 @@ var flopCauses = []flopCause{
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
-	{cases: "^(bert|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|kimi_k25_vision|gemma4_vision|gemma3_vision|mistral3_vision|llava_next_vision|llava_onevision_vision)$", module: `^(bert\.encoder\.layer\.\d+\.attention\.self|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_(tower|model)\.encoder\.layers\.\d+\.self_attn|model\.vision_tower\.transformer\.layers\.\d+\.attention)$`, phase: 1,
+	{cases: "^(bert|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|kimi_k25_vision|gemma4_vision|gemma3_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|lfm2_vl_vision)$", module: `^(bert\.encoder\.layer\.\d+\.attention\.self|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_(tower|model)\.encoder\.layers\.\d+\.self_attn|model\.vision_tower\.transformer\.layers\.\d+\.attention)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^gemma3_vision$", module: `^model\.language_model\.layers\.\d+\.self_attn$`, phase: 1,
@@ -277,7 +285,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // query and key projections, every module equal; deberta_v2_cls and
 // deberta_v2_tok, flops.py --cases deberta_v2_cls,deberta_v2_tok appended:
 // the ContextPooler on the first token and the classifiers, every module
-// equal). Only the op kinds FlopCounterMode counts are
+// equal; the lfm2_vl_vision line with 5.25.0, flops.py --cases
+// lfm2_vl_vision appended: LFM2-VL's patch_embedding, the resized
+// position grid's matmul, the SigLIP2 layers over padded patches, the
+// projector over every slot, every module equal but SDPA's causes). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every
 // module must match to the FLOP unless flopCauses explains the difference

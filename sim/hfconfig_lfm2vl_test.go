@@ -30,7 +30,11 @@ func TestLFM2VLParams(t *testing.T) {
 		{"lfm2_vl-moe-tiny.json", 227_312, 19_232, 9_584},
 		{"lfm2-vl-450m.json", 450_822_656, 85_843_200, 10_495_488},
 	} {
-		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "sdpa"})
+		opts := hf.Options{Attn: "sdpa"}
+		if strings.Contains(tc.config, "tiny") {
+			opts.Processor = lfm2VLProcessor("")
+		}
+		m, err := hf.FromConfigOptions(readHF(t, tc.config), opts)
 		if err != nil {
 			t.Fatal(tc.config, err)
 		}
@@ -91,7 +95,9 @@ func TestLFM2VLRefused(t *testing.T) {
 		proc string
 		want string
 	}{
-		{"pooling head", func(c map[string]any) { delete(visionConfig(c), "vision_use_head") }, "", `"vision_config.vision_use_head" is true`},
+		{"default patch", nil, "", "vision_config.patch_size (4) and downsample_factor (2) are not Lfm2VlImageProcessor's defaults"},
+		{"pooling head", func(c map[string]any) { delete(visionConfig(c), "vision_use_head") }, "", `"vision_config.vision_use_head" is left out, and Siglip2VisionConfig's default (true) builds a pooling head`},
+		{"pooling head on", func(c map[string]any) { visionConfig(c)["vision_use_head"] = true }, "", `"vision_config.vision_use_head" is true: the pooling head`},
 		{"text model", func(c map[string]any) { textConfig(c)["model_type"] = "llama" }, "", `"text_config.model_type" must be "lfm2" or "lfm2_moe"`},
 		{"tower", func(c map[string]any) { visionConfig(c)["model_type"] = "siglip_vision_model" }, "", `"vision_config.model_type" must be "siglip2_vision_model"`},
 		{"grid", func(c map[string]any) { visionConfig(c)["num_patches"] = 15 }, "", `"vision_config.num_patches" (15) must be a square`},
@@ -104,9 +110,12 @@ func TestLFM2VLRefused(t *testing.T) {
 		{"tolerance", nil, `{"encoder_patch_size": 4, "tile_size": 32, "max_pixels_tolerance": 0}`, `"max_pixels_tolerance" must be a positive number`},
 		{"nested", nil, `{"image_processor": {"encoder_patch_size": 16}}`, `"image_processor.encoder_patch_size" is 16`},
 	} {
-		opts := hf.Options{Attn: "sdpa"}
+		opts := hf.Options{Attn: "sdpa", Processor: lfm2VLProcessor("")}
 		if tc.proc != "" {
 			opts.Processor = []byte(tc.proc)
+		}
+		if tc.name == "default patch" {
+			opts.Processor = nil
 		}
 		_, err := hf.FromConfigOptions(editConfig(t, "lfm2_vl-tiny.json", tc.edit), opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -79,8 +80,11 @@ func lfm2VLVision(c, tc *hfConfig, attn string) *nn.Lfm2VlVision {
 	if mt := vc.str("model_type", "siglip2_vision_model"); vc.err == nil && mt != "siglip2_vision_model" {
 		vc.fail("model_type", "must be \"siglip2_vision_model\" (got %q): LFM2-VL's tower is SigLIP2 NaFlex", mt)
 	}
-	if vc.flag("vision_use_head", true) {
-		vc.fail("vision_use_head", "is true (Siglip2VisionConfig's default): the pooling head LFM2-VL never reads is not modelled; the LFM2-VL checkpoints set it false")
+	switch {
+	case !vc.has("vision_use_head"):
+		vc.fail("vision_use_head", "is left out, and Siglip2VisionConfig's default (true) builds a pooling head LFM2-VL never reads, which memsh does not model; the LFM2-VL checkpoints set it false")
+	case vc.flag("vision_use_head", true):
+		vc.fail("vision_use_head", "is true: the pooling head LFM2-VL never reads is not modelled; the LFM2-VL checkpoints set it false")
 	}
 	if p := vc.prob("attention_dropout", 0); p > 0 {
 		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (the checkpoints use 0.0)", p)
@@ -114,10 +118,16 @@ func lfm2VLVision(c, tc *hfConfig, attn string) *nn.Lfm2VlVision {
 // use_image_special_tokens (Lfm2VlProcessor's, default true).
 // encoder_patch_size and downsample_factor must be the model's
 // patch_size and downsample_factor; max_num_patches is not read (the
-// processor recomputes it).
+// processor recomputes it). Without processor= the defaults hold, whose
+// patch (16) and factor (2) the model's must be.
 func lfm2VLProcessor(c *hfConfig, v *nn.Lfm2VlVision) {
 	p := c.proc
 	if p == nil {
+		// the processor's defaults: patches of 16, blocks of 2
+		if v.Patch != 16 || v.Factor != 2 {
+			c.err = &units.Error{Msg: fmt.Sprintf("vision_config.patch_size (%d) and downsample_factor (%d) are not Lfm2VlImageProcessor's defaults (encoder_patch_size 16, downsample_factor 2), which train(images=) takes without processor=", v.Patch, v.Factor),
+				Hint: "pass the checkpoint's preprocessor_config.json (or processor_config.json) as processor=, with its encoder_patch_size and downsample_factor"}
+		}
 		return
 	}
 	c.procRead = true

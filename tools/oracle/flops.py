@@ -14,7 +14,9 @@ hunyuan_v1_moe_grouped,minimax_m2_grouped,dots1_grouped,arcee,apertus, appended;
 hunyuan_v1_dense, appended; DeBERTa-v3 MaskedLM,
 deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended; its sequence and token classification
 heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta_v2_tok, appended; Kimi Linear,
-kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linear_grouped, appended) on the CPU in fp32, runs
+kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linear_grouped, appended; LFM2-VL with one
+50 x 70 image under the case's processor options, laid out as lfm2vl.py does, 5.25.0: --cases lfm2_vl_vision, appended)
+on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -79,6 +81,8 @@ CASES = [
     ("smolvlm_vision", "smolvlm-tiny.json", "sdpa", {"images": [1, 50, 70], "batch": 1, "seq": 128}),
     ("llava_next_vision", "llava-next-tiny.json", "sdpa", {"images": [1, 60, 150], "batch": 1}),
     ("llava_onevision_vision", "llava-onevision-tiny.json", "sdpa", {"images": [1, 64, 160], "batch": 1, "seq": 128}),
+    ("lfm2_vl_vision", "lfm2_vl-tiny.json", "sdpa", {"images": [1, 50, 70], "batch": 1, "seq": 128, "processor": {
+        "encoder_patch_size": 4, "tile_size": 32, "min_image_tokens": 4, "max_image_tokens": 16, "min_tiles": 2, "max_tiles": 4}}),
     ("granite", "granite-tiny.json", "sdpa", {}),
     ("granite_ckpt", "granite-tiny.json", "sdpa", {"checkpoint": True}),
     ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
@@ -331,9 +335,10 @@ def gemma3_inputs(raw, count, seq):
     return torch.tensor([ids]), {"pixel_values": torch.rand(count, 3, side, side), "token_type_ids": torch.tensor([types])}
 
 
-def vision_inputs(raw, count, height, width, seq):
+def vision_inputs(raw, count, height, width, seq, proc):
     """input_ids with count images of height x width (each its vision_start, image tokens, vision_end, as
-    tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw."""
+    tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw; proc is the case's image
+    processor options (LFM2-VL's)."""
     if raw["model_type"] == "llama4":
         return llama4_inputs(raw, count, height, width, seq)
     if raw["model_type"] == "kimi_k25":
@@ -350,6 +355,10 @@ def vision_inputs(raw, count, height, width, seq):
         import idefics3_inputs
         ids, pixels, mask, _ = idefics3_inputs.inputs(raw, count, height, width, seq)
         return ids, {"pixel_values": pixels, "pixel_attention_mask": mask}
+    if raw["model_type"] == "lfm2_vl":
+        import lfm2vl_inputs
+        ids, pixels, mask, spatial, _ = lfm2vl_inputs.inputs(raw, count, height, width, seq, proc)
+        return ids, {"pixel_values": pixels, "pixel_attention_mask": mask, "spatial_shapes": spatial}
     if raw["model_type"] in ("llava_next", "llava_onevision"):
         import llava_next_inputs
         cfg = transformers.AutoConfig.for_model(**raw)
@@ -382,7 +391,7 @@ def measure(case, batch, seq):
     batch, seq = case[3].get("batch", batch), case[3].get("seq", seq)
     extra = {}
     if "images" in case[3]:
-        ids, extra = vision_inputs(raw, *case[3]["images"], seq)
+        ids, extra = vision_inputs(raw, *case[3]["images"], seq, case[3].get("processor", {}))
     else:
         ids = torch.randint(0, raw["vocab_size"] - 8, (batch, seq))
     labels = ids
