@@ -31,5 +31,7 @@ func TestExtraLayerErrors(t *testing.T) {
 		{expr: `scale("x")`, err: "factor must be"},
 		{expr: `pooler(-1)`, err: "dim must be positive (got -1)"},
 		{expr: `model("m", linear(8, 8), head_bias = True)`, err: "head_bias needs vocab="},
+		{expr: `model("m", linear(8, 8), head_name = "decoder")`, err: "head_name needs vocab="},
+		{expr: `model("m", embedding(10, 8), vocab = 10, head_name = "")`, err: "head_name: name must not be empty"},
 	})
 }

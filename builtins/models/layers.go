@@ -55,7 +55,7 @@ func LayerBuiltins() []host.Builtin {
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
 				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, rope_dim=None, mrope=False, rope_cat=False, rope_tables_fp32=False, " +
-				"eager_mask=False, name=None)",
+				"eager_mask=False, proj_names=None, self_name=None, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -92,12 +92,17 @@ func LayerBuiltins() []host.Builtin {
 				"(causal, no window or sinks, head_dim up to 256, runtime cuda or cpu): no repeat_kv copies (hf_config sets it by its transformers= version). " +
 				"output_gate=True is Qwen3-Next's and Qwen3.5's gated attention: q_proj also yields a gate per channel " +
 				"(heads x head_dim more weights) and the attention output is multiplied by its sigmoid before o_proj, which keeps " +
-				"two more [tokens, heads x head_dim] tensors (the sigmoid and the product); it needs qk_norm=True.",
+				"two more [tokens, heads x head_dim] tensors (the sigmoid and the product); it needs qk_norm=True. " +
+				"proj_names names the projections as the model's module tree does: four (q, k, v, out; default (\"q_proj\", " +
+				"\"k_proj\", \"v_proj\", \"o_proj\"); BERT's (\"query\", \"key\", \"value\", \"output.dense\")) or, with fused_qkv, " +
+				"two (qkv, out; default (\"qkv\", \"o_proj\"); GPT-2's (\"c_attn\", \"c_proj\")); a dotted name is a path below the " +
+				"attention. self_name is a module inside it that holds the q, k and v projections and runs the kernel, the output " +
+				"projection beside it (BERT's \"self\": attention.self.query, attention.output.dense).",
 			Fn: attentionFn,
 		},
 		{
 			Name: "mlp",
-			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, fused=False, proj_names=None, name=None)",
+			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, fused=False, proj_names=None, out_module=None, name=None)",
 			Doc: "The transformer feed-forward block. act is gelu, relu, relu2 (squared ReLU: Nemotron-H's), silu, tanh or sigmoid, or one of transformers' " +
 				"GELUs written as Python arithmetic (gelu_new: GPT-2's, 8 kernels saving 4 tensors; gelu_fast; gelu_python; quick_gelu) " +
 				"or xielu (Apertus's xIELU, its Python path: two trained scalars, act_fn.alpha_p and alpha_n) " +
@@ -107,7 +112,9 @@ func LayerBuiltins() []host.Builtin {
 				"output is chunked into gate and up, then output_linear; that one output is what both halves keep. " +
 				"proj_names names the projections as the model's module tree does: two names (in, out) for an ungated MLP " +
 				"(default (\"fc1\", \"fc2\"); Nemotron-H's (\"up_proj\", \"down_proj\")), three (gate, up, down) for a gated one " +
-				"(default (\"gate_proj\", \"up_proj\", \"down_proj\")).",
+				"(default (\"gate_proj\", \"up_proj\", \"down_proj\")). out_module (an ungated MLP) puts the second projection " +
+				"and the dropout after it in a sibling module of that name, name holding the first and the activation (BERT's " +
+				"intermediate and output: mlp(..., proj_names=[\"dense\", \"dense\"], out_module=\"output\", name=\"intermediate\")).",
 			Fn: mlpFn,
 		},
 		{

@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/nn"
@@ -13,14 +14,15 @@ import (
 // ropeTablesArg read the qk_norm= and rope_tables= options the other
 // attention builtins share.
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, name starlark.Value
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, selfName, name starlark.Value
+	var projNames starlark.Indexable
 	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat, tablesFP32, eagerMask bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "name?", &name); err != nil {
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "proj_names?", &projNames, "self_name?", &selfName, "name?", &name); err != nil {
 		return nil, err
 	}
 	qk, err := qkNormArg(qkNormV)
@@ -92,10 +94,53 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		}
 		a.RopeTablesDType = units.FP32
 	}
+	if err := setAttentionNames(a, projNames); err != nil {
+		return nil, err
+	}
+	if a.SelfName, err = optName(selfName); err != nil {
+		return nil, fmt.Errorf("attention: self_name: %v", err)
+	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
 	}
 	return newLayer(thread, a)
+}
+
+// setAttentionNames reads attention(proj_names=): (q, k, v, out) for
+// separate projections, (qkv, out) for a fused one; None keeps
+// nn.Attention's defaults. A name may hold dots, a path below the
+// attention (BERT's output projection, "output.dense").
+func setAttentionNames(a *nn.Attention, names starlark.Indexable) error {
+	if names == nil {
+		return nil
+	}
+	if _, ok := names.(starlark.String); ok {
+		return fmt.Errorf("attention: proj_names is a list of names, not one string (got %s)", names)
+	}
+	want := 4
+	if a.FusedQKV {
+		want = 2
+	}
+	if a.OutputGate {
+		return fmt.Errorf("attention: proj_names is not modelled with output_gate (its q_proj also yields the gate)")
+	}
+	if names.Len() != want {
+		return fmt.Errorf("attention: proj_names are %d names (got %d): (q, k, v, out) for separate projections, (qkv, out) with fused_qkv", want, names.Len())
+	}
+	got := make([]string, want)
+	for i := range got {
+		s, ok := starlark.AsString(names.Index(i))
+		if !ok || s == "" || strings.Contains(s, "*") || strings.Contains(s, "..") || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") {
+			return fmt.Errorf("attention: proj_names[%d] must be a module name or a dotted path below the attention (got %s)", i, names.Index(i))
+		}
+		got[i] = s
+	}
+	if a.FusedQKV {
+		a.QKVName, a.OutName = got[0], got[1]
+	} else {
+		a.QKVNames, a.OutName = [3]string{got[0], got[1], got[2]}, got[3]
+	}
+	return nil
 }
 
 // qkNorm is attention()'s qk_norm: which norms of q and k the layer has.

@@ -13,12 +13,12 @@ import (
 // projections named as the model's tree names them) and moe().
 
 func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, hidden, dropout, name starlark.Value
+	var dim, hidden, dropout, outModule, name starlark.Value
 	var projNames starlark.Indexable
 	var bias, fused bool
 	act := "gelu"
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
-		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "proj_names?", &projNames, "name?", &name); err != nil {
+		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "proj_names?", &projNames, "out_module?", &outModule, "name?", &name); err != nil {
 		return nil, err
 	}
 	if fused {
@@ -37,6 +37,9 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	var err error
 	if m.Dropout, err = OptProb(dropout, "dropout"); err != nil {
 		return nil, err
+	}
+	if m.OutModule, err = optName(outModule); err != nil {
+		return nil, fmt.Errorf("mlp: out_module: %v", err)
 	}
 	if m.Name, err = optName(name); err != nil {
 		return nil, err

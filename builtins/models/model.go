@@ -98,7 +98,7 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func ModelBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None, logits_scaling=None, holds_embedding=False, position_ids=False)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, head_name=None, logit_softcap=None, logits_scaling=None, holds_embedding=False, position_ids=False)",
 		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"flash_cross_entropy\", \"mse\" or \"none\"). " +
 			"\"cross_entropy\" is torch's (log_softmax, then nll_loss: the log-probabilities saved); " +
@@ -106,7 +106,8 @@ func ModelBuiltins() []host.Builtin {
 			"trains with, loss_fn=\"fused_crossentropy\"): it reads the logits in their dtype, saves them and a " +
 			"log-sum-exp per row, and writes no log-probabilities. " +
 			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
-			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). " +
+			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). head_name is the head's module path " +
+			"(default \"lm_head\"; BERT's masked-LM decoder \"cls.predictions.decoder\"). " +
 			"logits_fp32 upcasts the logits to fp32 before the loss, as Hugging Face causal LMs do; " +
 			"by default it is on when vocab is set (off for flash_cross_entropy). input_dim is the feature count of the input " +
 			"for a model that does not start with an embedding (inferred from the first layer when it can be). " +
@@ -138,11 +139,11 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if !ok {
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
-	var vocab, logitsFP32, inputDim, softcap, logitScale starlark.Value
+	var vocab, logitsFP32, inputDim, softcap, logitScale, headName starlark.Value
 	var tie, headBias, holds, positionIDs bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
-		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap, "logits_scaling?", &logitScale,
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "head_name?", &headName, "logit_softcap?", &softcap, "logits_scaling?", &logitScale,
 		"holds_embedding?", &holds, "position_ids?", &positionIDs); err != nil {
 		return nil, err
 	}
@@ -190,6 +191,12 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	if headBias && m.Vocab == 0 {
 		return nil, fmt.Errorf("head_bias needs vocab= (the output head it biases)")
+	}
+	if m.HeadName, err = optName(headName); err != nil {
+		return nil, fmt.Errorf("head_name: %v", err)
+	}
+	if m.HeadName != "" && m.Vocab == 0 {
+		return nil, fmt.Errorf("head_name needs vocab= (the output head it names)")
 	}
 	// Errors here are raised by the model() call, whose position the
 	// traceback shows.
