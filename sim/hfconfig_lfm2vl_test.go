@@ -150,6 +150,13 @@ func TestLFM2VLLowering(t *testing.T) {
 			t.Errorf("seq=%d: error %v", seq, err)
 		}
 	}
+	// 1 x 4000 pixels: 1 x 4 tiles and a thumbnail of 8 x 2,016 pixels,
+	// 1,008 patches (smart_resize keeps each side at least 8; lfm2vl.py
+	// --tokens gives the same): more than the 64 the images are padded to
+	p.Images, p.Seq = core.Images{Count: 1, Height: 1, Width: 4000}, 4096
+	if _, err := p.LowerProgram(); err == nil || !strings.Contains(err.Error(), "8x2016 pixels, 1008 patches, more than the 64 every image is padded to") {
+		t.Errorf("1x4000: error %v", err)
+	}
 	m, err = hf.FromConfigOptions(readHF(t, "lfm2_vl-tiny.json"), hf.Options{Attn: "flash", Processor: proc})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -21,13 +22,11 @@ func (v *Lfm2VlVision) Lower(b *core.Builder, x core.Value) core.Value {
 	if !core.ProductFits(n, L, max(v.patchIn(), v.Inter, v.Positions, d*v.Factor*v.Factor, v.ProjHidden, v.TextDim), 8) || !core.ProductFits(n, L, L, v.Heads, 8) {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d images of %d patches are more than memsh simulates", n, L), Hint: units.HintTensor}})
 	}
-	padded := false
-	for _, p := range im.Patches {
-		padded = padded || p < L
-	}
+	fewest := slices.Min(im.Patches)
+	padded := fewest < L
 	if padded && v.Impl == "flash" {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg:  fmt.Sprintf("images of %dx%d pixels are padded to %d patches (a tile or thumbnail has %v): flash-attn over padded patches (transformers' unpadding) is not modelled", b.Images.Height, b.Images.Width, L, im.Patches),
+			Msg:  fmt.Sprintf("images of %dx%d pixels are padded to %d patches (the smallest of its tiles and images has %d): flash-attn over padded patches (transformers' unpadding) is not modelled", b.Images.Height, b.Images.Width, L, fewest),
 			Hint: `use attn="sdpa" or "eager"; or images the processor cuts into whole tiles of max_num_patches patches`}})
 	}
 	b.ReserveParams(v.tensorCount())
@@ -58,6 +57,12 @@ func (v *Lfm2VlVision) fitting(b *core.Builder) Lfm2VlImage {
 			Msg: fmt.Sprintf("images of %dx%d pixels are split into one tile of %d pixels (%d image features) but Lfm2VlProcessor writes the tokens of the %dx%d resized image: the model raises (image features and image tokens do not match)",
 				ims.Height, ims.Width, v.Proc.Tile, im.Features, l.H, l.W),
 			Hint: "set min_tiles to 2 or more (the processor's default), or do_image_splitting to false"}})
+	}
+	if most := slices.Max(im.Patches); most > v.MaxPatches() {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg: fmt.Sprintf("images of %dx%d pixels are resized to %dx%d pixels, %d patches, more than the %d every image is padded to: the processor cannot pad it and transformers raises (resize_positional_embeddings: \"exceed max_length\")",
+				ims.Height, ims.Width, l.H, l.W, most, v.MaxPatches()),
+			Hint: "smart_resize keeps each side at least patch x downsample_factor pixels, which an aspect ratio this extreme overruns: crop or pad the images nearer square"}})
 	}
 	if tokens := ims.Count * im.TextTokens; tokens > b.Seq {
 		grid := "one image of " + fmt.Sprintf("%dx%d pixels", l.H, l.W)
