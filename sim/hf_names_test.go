@@ -2,6 +2,8 @@ package sim
 
 import (
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/hf"
@@ -71,6 +73,13 @@ func TestHFNamesAsTransformers(t *testing.T) {
 			for _, name := range missing {
 				t.Errorf("%s %s: the model's parameter %s is missing from memsh's", tr.Arch, attn, name)
 			}
+			for _, row := range m.Describe() { // the printed tree: each block range a module of every block
+				for _, path := range expandBlocks(row.Path) {
+					if !modules[path] {
+						t.Errorf("%s %s: memsh's module %s (%s) is not the model's", tr.Arch, attn, path, row.Kind)
+					}
+				}
+			}
 			bad := map[string]bool{}
 			for _, op := range prog.Ops {
 				if !modules[op.Module] && !bad[op.Module] {
@@ -80,4 +89,38 @@ func TestHFNamesAsTransformers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// expandBlocks is the module paths a Describe row's path stands for: one
+// per block of each range ("layer.0-1.attention": layer.0.attention and
+// layer.1.attention).
+func expandBlocks(path string) []string {
+	out := []string{""}
+	for i, part := range strings.Split(path, ".") {
+		var alts []string
+		if lo, hi, ok := strings.Cut(part, "-"); ok {
+			a, errA := strconv.Atoi(lo)
+			b, errB := strconv.Atoi(hi)
+			if errA == nil && errB == nil {
+				for k := a; k <= b; k++ {
+					alts = append(alts, strconv.Itoa(k))
+				}
+			}
+		}
+		if alts == nil {
+			alts = []string{part}
+		}
+		var next []string
+		for _, o := range out {
+			for _, a := range alts {
+				if i == 0 {
+					next = append(next, a)
+				} else {
+					next = append(next, o+"."+a)
+				}
+			}
+		}
+		out = next
+	}
+	return out
 }

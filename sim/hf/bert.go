@@ -90,7 +90,7 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 		maxSeq = positions - pad - 1
 	}
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
-	drop, after := c.attnDropout("attention_probs_dropout_prob", pa, po)
+	drop, after := c.attnDropout("attention_probs_dropout_prob", pa, po, "attention.output.dropout")
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inter)) + float64(vocab+positions+types)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -140,7 +140,7 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 		if roberta {
 			ls = append(ls, &core.Sequential{Name: "lm_head", Layers: []core.Layer{
 				&nn.Linear{Name: "dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
-				&nn.Act{Name: "gelu", Fn: "gelu"},
+				&nn.Act{Fn: "gelu"}, // RobertaLMHead calls gelu(x): no module
 				ln("layer_norm")}})
 			m = c.finish(headCausalLM, ls, vocab, tie)
 			m.HeadName = "lm_head.decoder"

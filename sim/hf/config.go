@@ -442,13 +442,14 @@ func (c *hfConfig) checkTotal(estimate float64) {
 
 // attnDropout maps the probabilities-dropout pa and the output dropout po
 // of an attention block onto Attention.Dropout, which drops both with one
-// probability: equal, or pa = 0 with a separate Dropout after the block.
-func (c *hfConfig) attnDropout(paKey string, pa, po float64) (float64, []core.Layer) {
+// probability: equal, or pa = 0 with a separate Dropout after the block,
+// the module name (a path from the block) the model gives that dropout.
+func (c *hfConfig) attnDropout(paKey string, pa, po float64, name string) (float64, []core.Layer) {
 	switch {
 	case pa == po:
 		return pa, nil
 	case pa == 0:
-		return 0, []core.Layer{&nn.Dropout{Name: "dropout", P: po}}
+		return 0, []core.Layer{&nn.Dropout{Name: name, P: po}}
 	}
 	if c.err == nil {
 		c.err = &units.Error{

@@ -94,7 +94,7 @@ func buildDeBERTa(c *hfConfig, attn string, head hfHead) *core.Model {
 	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po,
 		InName: "dense", OutName: "dense", OutModule: "output"}
 	block := seq(res(at), ln("attention.output.LayerNorm"), res(mlp), ln("output.LayerNorm"))
-	embed := []core.Layer{&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden}, ln("LayerNorm"), &nn.MaskMul{Name: "mask", Dim: hidden}}
+	embed := []core.Layer{&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden}, ln("LayerNorm"), &nn.MaskMul{Dim: hidden}}
 	if po > 0 {
 		embed = append(embed, &nn.Dropout{Name: "dropout", P: po})
 	}

@@ -158,7 +158,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	// (eager_attention_forward's dropout, SDPA's dropout_p).
 	attnDrop, afterAttn, probsOnly := pa, []core.Layer(nil), pa > 0 && po == 0
 	if !probsOnly {
-		attnDrop, afterAttn = c.attnDropout("attention_dropout", pa, po)
+		attnDrop, afterAttn = c.attnDropout("attention_dropout", pa, po, "dropout")
 	}
 
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,

@@ -68,7 +68,7 @@ func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
 	c.number("rope_theta", 10000)
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
-	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0)
+	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0, "dropout")
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: c.flag("attention_bias", true), Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true,
 		RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesEachLayer: !c.mrope, RopeTablesBatch: c.mrope, RopeCat: true, EagerMask: true}

@@ -30,7 +30,7 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	tie := c.flag("tie_word_embeddings", true)
 	upcast := c.flag("reorder_and_upcast_attn", false)
 	hd := c.headDim("n_embd", "n_head", 0)
-	drop, after := c.attnDropout("attn_pdrop", pa, po)
+	drop, after := c.attnDropout("attn_pdrop", pa, po, "attn.resid_dropout")
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inner)) + float64(vocab+positions)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -77,7 +77,7 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 	tie := c.flag("tie_word_embeddings", false)
 	c.object("rope_scaling")
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
-	drop, after := c.attnDropout("attention_dropout", pa, po)
+	drop, after := c.attnDropout("attention_dropout", pa, po, "dropout")
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -132,7 +132,7 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *core.Model {
 	if !affine && c.err == nil {
 		c.err = &units.Error{Msg: `"layer_norm_elementwise_affine" = false (layer norms without weights) is not supported yet`}
 	}
-	drop, after := c.attnDropout("attention_dropout", pa, po)
+	drop, after := c.attnDropout("attention_dropout", pa, po, "dropout")
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(ffn)) + float64(vocab)*float64(proj) + float64(positions+2)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -180,7 +180,7 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *core.Model {
 	postLN := c.flag("apply_residual_connection_post_layernorm", false)
 	tie := c.flag("tie_word_embeddings", true)
 	hd := c.headDim(c.firstKey("hidden_size", "n_embed"), c.firstKey("n_head", "num_attention_heads"), 0)
-	drop, after := c.attnDropout("attention_dropout", pa, po)
+	drop, after := c.attnDropout("attention_dropout", pa, po, "dropout")
 	c.checkTotal(float64(layers)*12*float64(hidden)*float64(hidden) + float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -268,7 +268,7 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	var drop float64
 	var after []core.Layer
 	if par {
-		drop, after = c.attnDropout("attention_dropout", pa, 0)
+		drop, after = c.attnDropout("attention_dropout", pa, 0, "dropout")
 	} else {
 		drop = pa
 	}

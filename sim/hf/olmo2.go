@@ -32,7 +32,7 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 	tie := c.flag("tie_word_embeddings", false)
 	bias := c.flag("attention_bias", false)
 	act := c.mlpAct("hidden_act", "silu", true)
-	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0)
+	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0, "dropout")
 	if c.err != nil {
 		return nil
 	}

@@ -41,7 +41,7 @@ func buildOlmoHybrid(c *hfConfig, attn string, head hfHead) *core.Model {
 	tie := c.flag("tie_word_embeddings", false)
 	bias := c.flag("attention_bias", false)
 	act := c.mlpAct("hidden_act", "silu", true)
-	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0)
+	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0, "dropout")
 	rope := c.olmoHybridRope()
 	full := c.olmoHybridLayers(layers)
 	kHeads := c.sizeOr("linear_num_key_heads", heads)

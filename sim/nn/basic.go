@@ -177,6 +177,10 @@ func (a *Act) Validate(path string) error {
 }
 func (a *Act) Lower(b *core.Builder, x core.Value) core.Value { return Activation(b, a.Fn, x) }
 
+// DefaultName: an unnamed activation is no module (a functional call,
+// RobertaLMHead's gelu(x)); it runs in its parent's scope either way.
+func (a *Act) DefaultName() string { return "" }
+
 // activation lowers one activation function with its autograd saves.
 func Activation(b *core.Builder, fn string, x core.Value) core.Value {
 	switch fn {

@@ -264,6 +264,7 @@ type MaskMul struct {
 
 func (m *MaskMul) Kind() string               { return "mask_mul" }
 func (m *MaskMul) Label() string              { return m.Name }
+func (m *MaskMul) DefaultName() string        { return "" } // unnamed: the product runs in the embeddings' forward
 func (m *MaskMul) Children() []core.Layer     { return nil }
 func (m *MaskMul) Params() int64              { return 0 }
 func (m *MaskMul) Summary() string            { return "embeddings * attention_mask" }

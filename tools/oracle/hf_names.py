@@ -19,7 +19,9 @@ HEADS = ("ForMaskedLM", "Model", "ForSequenceClassification", "ForTokenClassific
 # config file (under sim/testdata/hf), class-name prefix, the classes hf_config builds
 CASES = [
     ("flops/gpt2-tiny.json", "GPT2", ("LMHeadModel", "Model")),
+    ("gpt2-tiny-resid-dropout.json", "GPT2", ("LMHeadModel",)),
     ("bert-tiny.json", "Bert", HEADS),
+    ("bert-tiny-hidden-dropout.json", "Bert", ("ForSequenceClassification",)),
     ("roberta-tiny.json", "Roberta", HEADS),
     ("roberta-tiny-cls.json", "Roberta", ("ForSequenceClassification",)),
     ("xlm-roberta-tiny.json", "XLMRoberta", HEADS),
