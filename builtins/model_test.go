@@ -60,5 +60,8 @@ func TestModelErrors(t *testing.T) {
 		{expr: `model("m", linear(8, 8), bias=True)`, err: "unexpected keyword argument \"bias\""},
 		{expr: `model("m", linear(8, 8), position_ids=True)`, err: "position_ids=True needs a repeat() of layers to hand them to"},
 		{expr: `model("m", linear(8, 8), position_ids=1)`, err: "position_ids"},
+		{expr: `model("m", linear(8, 8), pad_labels=True)`, err: `pad_labels needs vocab= and loss="cross_entropy"`},
+		{expr: `model("m", embedding(100, 8), vocab=100, loss="flash_cross_entropy", pad_labels=True)`, err: `got loss="flash_cross_entropy"`},
+		{expr: `model("m", embedding(100, 8), vocab=100, pad_labels="yes")`, err: "pad_labels"},
 	})
 }

@@ -84,8 +84,7 @@ func TestGemma4Params(t *testing.T) {
 // counts (nn/moe_hf.go, every transformers 5 MoE family).
 //
 // The 2-layer model's whole count is the oracle's less the layer_scalar
-// buffers, the 8-byte tail of the shifted labels and the embedding's
-// embed_scale buffer (2 B). The rotary cos and sin q * cos saves, one pair
+// buffers and the embedding's embed_scale buffer (2 B). The rotary cos and sin q * cos saves, one pair
 // a layer type (2 x 64 tokens x (32 + 64) x 2 B), are counted
 // (nn.Gemma4Attention.RopeTables).
 func TestGemma4Saves(t *testing.T) {
@@ -114,7 +113,7 @@ func TestGemma4Saves(t *testing.T) {
 			p.Runtime = cpu
 			saved[i] = evalPlan(t, p).SavedActivations
 		}
-		whole := tc.measured[0] - 2*2 - 2 - 8
+		whole := tc.measured[0] - 2*2 - 2
 		if saved[0] != whole {
 			t.Errorf("%s %s: the 2-layer model saves %d bytes, want %d (%+d)", tc.file, tc.attn, saved[0], whole, saved[0]-whole)
 		}
@@ -263,7 +262,7 @@ func TestGemma4Refusals(t *testing.T) {
 //
 //	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-e-tiny.json sdpa 64 6
 //
-// less the same named gaps: the labels' 8-byte tail, and the buffers the
+// less the same named gap: the buffers the
 // products keep (the six layer_scalars and the two embed_scales, 2 B
 // each). The per-layer inputs
 // are one storage all layers' products keep; the shared layers keep no
@@ -286,7 +285,7 @@ func TestGemma4PerLayerSaves(t *testing.T) {
 		}
 		p := tinyPlan(t, m)
 		p.Runtime = cpu
-		want := tc.measured - 8 - (6+2)*2
+		want := tc.measured - (6+2)*2
 		if got := evalPlan(t, p).SavedActivations; got != want {
 			t.Errorf("%s: %d bytes saved, want %d (%+d)", tc.attn, got, want, got-want)
 		}
@@ -294,7 +293,7 @@ func TestGemma4PerLayerSaves(t *testing.T) {
 	// Under transformers' gradient checkpointing (use_reentrant=False,
 	// --ckpt) against checkpoint="full": the hook sees the layers' inputs
 	// and what the embeddings, the final norm and the loss keep, less the
-	// labels' tail and the embed_scale buffers (one a table). The keys and
+	// embed_scale buffers (one a table). The keys and
 	// values the shared layers reuse are no layer's saved tensor there, but
 	// the dict that holds them is an argument the checkpointed layers keep
 	// for their recompute: they stay alive from the forward into the
@@ -325,7 +324,7 @@ func TestGemma4PerLayerSaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		const positionIDs = 64 * 8
-		want := tc.measured - 8 - 2*tc.tables + tc.kept + positionIDs
+		want := tc.measured - 2*tc.tables + tc.kept + positionIDs
 		if got := evalPlan(t, p).SavedActivations; got != want {
 			t.Errorf("%s checkpointed: %d bytes saved, want %d (%+d)", tc.file, got, want, got-want)
 		}

@@ -21,10 +21,10 @@ import (
 // 1 + weight (nn.GemmaNorm): lowered as Llama's, memsh kept 128 bytes a
 // token less per norm (a bf16 row for an fp32 one) and 256 per norm
 // (Gemma 2 at 64 tokens: 822,532 for 902,670 eager). memsh counts all
-// but what the harness sees outside the layers, 8 bytes of the labels and
-// the 0-dim embed_scale (2 bytes); the rotary cos and sin made once a
-// forward (Gemma 2's one pair, Gemma 3's two, global and local) it counts
-// (Attention.RopeTables).
+// but what the harness sees outside the layers, the 0-dim embed_scale (2
+// bytes); the loss's padded labels (core's loss_labels.go) and the rotary
+// cos and sin made once a forward (Gemma 2's one pair, Gemma 3's two,
+// global and local) it counts (Attention.RopeTables).
 func TestGemmaNormSavesAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
 		file, attn, version string
@@ -39,7 +39,7 @@ func TestGemmaNormSavesAsTransformers(t *testing.T) {
 		{"gemma3-tiny.json", "sdpa", "5.25.0", 64, 699_150},
 		{"gemma3-tiny.json", "sdpa", "5.25.0", 16, 176_718},
 	} {
-		want := tc.measured - 8 - 2
+		want := tc.measured - 2
 		if got := cpuSaved(t, tc.file, hf.Options{Attn: tc.attn, Transformers: tc.version}, 1, tc.seq); got != want {
 			t.Errorf("%s, %s, %d tokens: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.attn, tc.seq, got, want, got-want)
 		}

@@ -59,9 +59,9 @@ func TestGLM4VParams(t *testing.T) {
 // The text model's saved storages, in the step without images, against
 // tools/oracle/glm4v.py's "without" figure (the same commands as
 // TestGLM4VImagesSaveAsTransformers: 2 112 168 64, and with bf16), on
-// torch's CPU kernels (runtime="cpu"): 856,332 and 542,988 bytes, less 8:
-// transformers' loss pads the labels by one before shifting them (a
-// storage of 65 int64), which memsh counts as the 64 it reads. Unlike
+// torch's CPU kernels (runtime="cpu"): 856,332 and 542,988 bytes, the
+// loss's labels padded by one before they are shifted (a storage of 65
+// int64: core's loss_labels.go) among them. Unlike
 // glm4's text model, which repeats the rotary pair in every layer, the
 // GLM-4V text model makes its [1, 64, 8] cos and sin once and every layer
 // saves them. glm4v-moe-tiny.json (GLM-4.5V's MoE text model), measured as
@@ -87,10 +87,10 @@ func TestGLM4VTextSavesAsTransformers(t *testing.T) {
 		precision string
 		want      int64
 	}{
-		{"glm4v-tiny.json", 203_808, "fp32", 856_332 - 8},
-		{"glm4v-tiny.json", 203_808, "bf16", 542_988 - 8},
-		{"glm4v-moe-tiny.json", 209_952, "fp32", 763_420 - 8},
-		{"glm4v-moe-tiny.json", 209_952, "bf16", 482_844 - 8},
+		{"glm4v-tiny.json", 203_808, "fp32", 856_332},
+		{"glm4v-tiny.json", 203_808, "bf16", 542_988},
+		{"glm4v-moe-tiny.json", 209_952, "fp32", 763_420},
+		{"glm4v-moe-tiny.json", 209_952, "bf16", 482_844},
 	} {
 		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa"}, tc.params, tc.precision)
 		p.Runtime = cpu

@@ -28,13 +28,10 @@ import (
 // layers were handed and still hold: the mask, the rotary pair and
 // position_ids, (1, 32) int64.
 //
-// memsh counts all but 8 bytes: at batch 1 the loss's padded labels
-// (F.pad to [1, 33]) keep their storage, whose [..., 1:] slice is
-// contiguous, so nll_loss saves a view of 33 int64 where memsh counts the
-// 32 labels (hf_block_saved.py at batch 1 and 32 tokens differs the same;
-// at batch 2 the slice is copied and the counts agree).
+// memsh counts all of it: at batch 1 the loss's padded labels (F.pad to
+// [1, 33]) keep their storage, whose [..., 1:] slice is contiguous, so
+// nll_loss saves a view of 33 int64 (core's loss_labels.go).
 func TestPackedRowsAsTransformers(t *testing.T) {
-	const paddedLabelsTail = 8
 	for _, tc := range []struct {
 		precision, attn string
 		ckpt            bool
@@ -69,7 +66,7 @@ func TestPackedRowsAsTransformers(t *testing.T) {
 			if tc.ckpt {
 				p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
 			}
-			want := saved + tc.held[i] - paddedLabelsTail - tc.missed
+			want := saved + tc.held[i] - tc.missed
 			if got := evalPlan(t, p).SavedActivations; got != want {
 				t.Errorf("%s %s %s ckpt %v, %d layers: memsh keeps %d bytes, transformers %d (%+d)", release, tc.precision, tc.attn, tc.ckpt, layers, got, want, got-want)
 			}

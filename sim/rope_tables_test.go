@@ -28,9 +28,9 @@ import (
 // GLM-4.5's 0.5 and GPT-NeoX's rotary_pct 0.25 of 16: (1, 1, 64, 8) and
 // (1, 1, 64, 4)); the vision-language models' carry the batch ((2, 1, 64,
 // 16) at batch 2: the multimodal position ids are [3, batch, seq]).
-// memsh counts all of it but, at batch 1, the 8-byte tail of the shifted
-// labels' storage (a (64,) view of 65 elements; at batch 2 the (128,)
-// storage is whole). Falcon is measured under eager attention (its SDPA
+// memsh counts all of it, the loss's shifted labels too (at batch 1 a
+// (64,) view of the 65 padded ones, at batch 2 a (128,) copy: core's
+// loss_labels.go). Falcon is measured under eager attention (its SDPA
 // path gets a mask on the CPU: TestFalconSharedPath). Qwen3-Next and
 // Qwen3.5 (VL) with full_attention_interval 1 (every layer gated
 // attention; Qwen3-Next's all MoE): (1, 1, 64, 8) bf16, partial 0.25 of
@@ -91,9 +91,6 @@ func TestRopeTablesSavedAsTransformers(t *testing.T) {
 		{"qwen3.5-vl-tiny.json", q35Full, "sdpa", 2, 2, 1_236_996},
 	} {
 		want := tc.measured
-		if tc.batch == 1 {
-			want -= 8 // the labels' tail
-		}
 		m, err := hf.FromConfigOptions(ropeConfig(t, tc.file, tc.layers, tc.set), hf.Options{Attn: tc.attn, Transformers: "5.25.0"})
 		if err != nil {
 			t.Fatal(tc.file, err)
@@ -174,7 +171,7 @@ func TestRopeTablesOfTheOtherFamilies(t *testing.T) {
 //
 //	python tools/oracle/hf_block_saved.py CONFIG.json {1,2} 1 64 bfloat16 eager v nocache
 //
-// 413,468 and 717,100 bytes, less the labels' 8-byte tail. Three things
+// 413,468 and 717,100 bytes. Three things
 // memsh lowered as Llama's before, 9,224 and 10,248 bytes under (after
 // grouped_mm's offsets were counted): GptOssRMSNorm is OLMo 2's (the
 // weight times the fp32 normed rows, kept in fp32: 8,192 more a norm);
@@ -196,7 +193,7 @@ func TestGptOssSavesAsTransformers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := tc.measured - 8 // the labels' tail
+		want := tc.measured
 		if got := cpuSavedModel(t, m, 1, 64, false); got != want {
 			t.Errorf("%d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.layers, got, want, got-want)
 		}

@@ -98,7 +98,7 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func ModelBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, head_name=None, logit_softcap=None, logits_scaling=None, holds_embedding=False, position_ids=False)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, head_name=None, logit_softcap=None, logits_scaling=None, holds_embedding=False, position_ids=False, pad_labels=False)",
 		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"flash_cross_entropy\", \"mse\" or \"none\"). " +
 			"\"cross_entropy\" is torch's (log_softmax, then nll_loss: the log-probabilities saved); " +
@@ -124,7 +124,11 @@ func ModelBuiltins() []host.Builtin {
 			"with them as a keyword argument, as transformers' decoders do (hf_config's and the zoo's decoders set it): " +
 			"no op reads them, but a checkpointed block holds them into its backward, 8 bytes a token " +
 			"(not under precision=\"megatron\", whose GPTModel hands its layers none, nor on a pipeline stage, not modelled); " +
-			"it needs a repeat() to hand them to.\n\n" +
+			"it needs a repeat() to hand them to. " +
+			"pad_labels=True shifts the labels as transformers' causal-LM loss does from 4.49 (ForCausalLMLoss: " +
+			"nn.functional.pad(labels, (0, 1)), then labels[..., 1:].contiguous(); hf_config's and the zoo's decoders set it): " +
+			"a padded [batch, seq + 1] int64 copy, which cross-entropy saves at batch 1, and at a larger batch a shifted " +
+			"[batch, seq] int64 copy, saved, the padded one freed when the loss returns; it needs vocab= and loss=\"cross_entropy\".\n\n" +
 			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
 			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
 		Fn: modelFn,
@@ -140,18 +144,18 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
 	var vocab, logitsFP32, inputDim, softcap, logitScale, headName starlark.Value
-	var tie, headBias, holds, positionIDs bool
+	var tie, headBias, holds, positionIDs, padLabels bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
 		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "head_name?", &headName, "logit_softcap?", &softcap, "logits_scaling?", &logitScale,
-		"holds_embedding?", &holds, "position_ids?", &positionIDs); err != nil {
+		"holds_embedding?", &holds, "position_ids?", &positionIDs, "pad_labels?", &padLabels); err != nil {
 		return nil, err
 	}
 	layers, err := layerList(args[1:], "layers")
 	if err != nil {
 		return nil, err
 	}
-	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias, HoldsEmbedding: holds, PositionIDs: positionIDs}
+	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias, HoldsEmbedding: holds, PositionIDs: positionIDs, PadLabels: padLabels}
 	if positionIDs && !m.HasDecoderLayers() {
 		return nil, fmt.Errorf("position_ids=True needs a repeat() of layers to hand them to (none among the model's layers or their sequential()s)")
 	}
@@ -197,6 +201,9 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	if m.HeadName != "" && m.Vocab == 0 {
 		return nil, fmt.Errorf("head_name needs vocab= (the output head it names)")
+	}
+	if padLabels && (m.Vocab == 0 || loss != "cross_entropy") {
+		return nil, fmt.Errorf("pad_labels needs vocab= and loss=\"cross_entropy\" (the causal-LM loss that shifts the labels; got loss=%q)", loss)
 	}
 	// Errors here are raised by the model() call, whose position the
 	// traceback shows.

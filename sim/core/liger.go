@@ -32,7 +32,9 @@ import (
 //     a GEMM whose form is the version's;
 //   - loss_1d (BT fp32) and the target mask (BT bool) live through the
 //     call; the Hugging Face loss pads the labels with one ignored column
-//     and copies them shifted (two int64 tensors of the labels' size).
+//     and, at a batch over 1, copies them shifted (two int64 tensors of
+//     the labels' size; at batch 1 the shifted slice is a view of the
+//     padded ones: loss_labels.go).
 type LigerCE struct {
 	Name     string // train(loss_chunks=...) spelling
 	Releases string // the releases it models
@@ -161,9 +163,16 @@ func (b *Builder) ligerModelLoss(m *Model, x Value) Value {
 	loss1d := b.Out(is, "loss_1d", []int64{bt}, units.FP32, "Liger's per-token loss (fp32)")
 	mask := b.Out(is, "target_mask", []int64{bt}, units.BOOL, "target != ignore_index")
 	ls := b.Shape(labels)
-	padded := b.Out(is, "labels_padded", []int64{Numel(ls[:len(ls)-1]) * (ls[len(ls)-1] + 1)}, units.INT64, "labels padded with one ignored column (LigerForCausalLMLoss)")
-	shifted := b.Out(is, "shift_labels", []int64{bt}, units.INT64, "labels shifted by one token (contiguous copy)")
-	held = append(held, loss1d, mask, padded, shifted)
+	batch := Numel(ls[:len(ls)-1])
+	padded := b.Out(is, "labels_padded", []int64{batch * (ls[len(ls)-1] + 1)}, units.INT64, "labels padded with one ignored column (LigerForCausalLMLoss)")
+	shifted := NoValue // labels[..., 1:].contiguous(): a view of the padded labels at batch 1 (loss_labels.go)
+	if batch > 1 {
+		shifted = b.Out(is, "shift_labels", []int64{bt}, units.INT64, "labels shifted by one token (contiguous copy)")
+	}
+	held = append(held, loss1d, mask, padded)
+	if shifted != NoValue {
+		held = append(held, shifted)
+	}
 	for _, v := range []Value{gi, gw, loss1d, mask, padded, shifted} {
 		if v != NoValue {
 			b.Val(v).Grad = false

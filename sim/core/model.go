@@ -27,8 +27,14 @@ type Model struct {
 	// wheels, ForCausalLMLoss in loss/loss_utils.py of 4.46.0 and 4.48.0;
 	// 4.49.0 pads the labels instead). The loss reads an fp32 copy of all
 	// but the last position, whose backward (SliceBackward0) makes a
-	// gradient of the whole logits' size.
+	// gradient of the whole logits' size; the labels are shifted beside
+	// them (labels[..., 1:].contiguous(), loss_labels.go).
 	ShiftLogits bool
+	// PadLabels: the causal-LM loss of transformers 4.49 and later shifts
+	// the labels: nn.functional.pad(labels, (0, 1)), then labels[...,
+	// 1:].contiguous() (ForCausalLMLoss, loss/loss_utils.py): a padded
+	// int64 copy, and at a batch over 1 a shifted one (loss_labels.go).
+	PadLabels bool
 	// ForwardUpcast: the model's forward upcasts the logits (logits =
 	// logits.float(), transformers before 4.46, which moved the upcast
 	// into loss_function), so its output holds them in fp32: what a loop
@@ -351,7 +357,7 @@ func (b *Builder) loss(m *Model, x Value) Value {
 	defer b.Scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":
-		return b.crossEntropy(x, m.LogitsFP32, b.shiftsLogits(m))
+		return b.crossEntropy(x, m.LogitsFP32, b.lossShift(m))
 	case FlashCE:
 		if m.LogitsFP32 {
 			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
@@ -368,13 +374,6 @@ func (b *Builder) loss(m *Model, x Value) Value {
 		i := b.AddOp("sum", "sum", []Value{x})
 		return b.Out(i, "loss", nil, units.FP32, "loss")
 	}
-}
-
-// shiftsLogits reports whether the loss of m shifts its logits with a
-// copy (Model.ShiftLogits): a plain cross-entropy over whole logits, not
-// a vocabulary-parallel one.
-func (b *Builder) shiftsLogits(m *Model) bool {
-	return m.ShiftLogits && (m.Loss == "" || m.Loss == "cross_entropy") && !b.Par.megatronCE && !b.Par.torchCE
 }
 
 // shiftLogits is logits[..., :-1, :].contiguous(): a copy of all but the
@@ -399,12 +398,13 @@ func (b *Builder) shiftLogits(x Value) Value {
 // (Megatron's, or torch's loss_parallel() with parallel(loss_parallel=
 // "torch"), always eager); with compile=True the loss function is a graph
 // of its own.
-func (b *Builder) CrossEntropy(x Value, fp32 bool) Value { return b.crossEntropy(x, fp32, false) }
+func (b *Builder) CrossEntropy(x Value, fp32 bool) Value { return b.crossEntropy(x, fp32, noShift) }
 
-// crossEntropy is CrossEntropy, on all but the last position of x when
-// shift (shiftsLogits: the plain path only), copied in the loss's graph
-// after the upcast, as transformers' loss does.
-func (b *Builder) crossEntropy(x Value, fp32, shift bool) Value {
+// crossEntropy is CrossEntropy, its targets shifted as shift says
+// (lossShift, loss_labels.go: the plain path only): under shiftCopies on
+// all but the last position of x, copied in the loss's graph after the
+// upcast, as transformers' loss does.
+func (b *Builder) crossEntropy(x Value, fp32 bool, shift labelShift) Value {
 	if b.Par.megatronCE {
 		return b.vocabParallelCE(x)
 	}
@@ -421,10 +421,10 @@ func (b *Builder) crossEntropy(x Value, fp32, shift bool) Value {
 	if b.Prec.Autocast && b.Dtype(x) != units.FP32 {
 		x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
 	}
-	if shift {
+	lab, local := b.shiftedLabels(x, shift)
+	if shift == shiftCopies {
 		x = b.shiftLogits(x)
 	}
-	lab := b.Labels(x)
 	i := b.AddOp("cross_entropy", "cross_entropy", []Value{x, lab})
 	lsm := b.Out(i, "log_probs", b.Shape(x), b.Dtype(x), "log_softmax of the logits (saved by cross-entropy)")
 	b.Val(lsm).Grad = false
@@ -434,6 +434,9 @@ func (b *Builder) crossEntropy(x Value, fp32, shift bool) Value {
 	b.SaveSoftmaxInput(i, x) // log_softmax's input, torch <= 1.10
 	b.Op(i).WorkB = b.Val(lsm).Bytes
 	b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
+	if local != NoValue {
+		b.Release("labels", []Value{local}) // the loss function's local, freed when it returns
+	}
 	return loss
 }
 

@@ -141,10 +141,11 @@ var kimiIndexAddMergeSince = [2]int{5, 24}
 // reads. Measured on the CPU under 4.52.4: TestSlidingWindowMaskOnce.
 var maskingUtilsSince = [2]int{4, 53}
 
-// useLoss sets how a causal LM's loss treats its logits under
+// useLoss sets how a causal LM's loss treats its logits and labels under
 // transformers v: a model whose logits the loss upcasts (LogitsFP32, the
-// causal-LM head; BertForMaskedLM's are not) with a cross-entropy. The
-// families differ (each checked in the wheels named here and at the
+// causal-LM head; BertForMaskedLM's are not) with a cross-entropy, which
+// pads the labels once it calls loss_function with them (PadLabels) and
+// shifts the logits before. The families differ (each checked in the wheels named here and at the
 // constants):
 //   - those that call loss_function from 4.46 (Llama and the models built
 //     like it): the forward's logits.float() before 4.46, the shift copy
@@ -168,6 +169,7 @@ func useLoss(m *core.Model, modelType string, v [2]int) {
 		if !atLeast(v, padLabelsSince) {
 			m.ShiftLogits, m.LogitsFP32 = true, false
 		}
+		m.PadLabels = !m.ShiftLogits
 		return
 	case "mamba":
 		shiftUntil, upcastAlways = mambaLossSince, true
@@ -177,6 +179,7 @@ func useLoss(m *core.Model, modelType string, v [2]int) {
 		upcastAlways = true
 	}
 	m.ShiftLogits = !atLeast(v, shiftUntil)
+	m.PadLabels = !m.ShiftLogits
 	m.ForwardUpcast = upcastAlways || !atLeast(v, upcastInLossSince)
 }
 

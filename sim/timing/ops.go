@@ -507,7 +507,7 @@ func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 	fwd, bound := streamTime(&pr.d, bytes)
 	var bwd float64
 	if grad {
-		bwd, _ = streamTime(&pr.d, bwdFactor(p.Ops[a:b])*bytes)
+		bwd, _ = streamTime(&pr.d, bwdFactor(p, p.Ops[a:b])*bytes)
 	}
 	for i := a; i < b; i++ {
 		share := 1 / float64(b-a)
@@ -531,10 +531,12 @@ func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 // back (PyTorch's tools/autograd/derivatives.yaml: _to_copy's gradient
 // is _to_copy_backward(grad, self.options()), grad.to(...): it reads
 // the gradient in the output's dtype and writes it in the input's, the
-// forward's bytes).
-func bwdFactor(ops []core.OpInfo) float64 {
+// forward's bytes). An op of the group with no backward (the loss's
+// int64 label copies beside the logits' upcast: core.Program.HasBackward)
+// adds nothing to it.
+func bwdFactor(p *core.Program, ops []core.OpInfo) float64 {
 	for i := range ops {
-		if ops[i].Kind != "cast" {
+		if ops[i].Kind != "cast" && p.HasBackward(&ops[i]) {
 			return 2
 		}
 	}
