@@ -4,10 +4,15 @@
 # labels[..., 1:].contiguous()), and when each storage is freed: during the
 # forward, held by autograd until the backward, or never (the caller's).
 #
-#   python loss_labels.py CONFIG.json BATCH SEQ
+#   python loss_labels.py CONFIG.json BATCH SEQ [token_types]
 #   e.g. python loss_labels.py ../../sim/testdata/hf/llama-gqa-tiny.json 2 16
 #
-# A TorchDispatchMode sees every storage an aten op makes while the model
+# Every int64 storage the step makes is listed, the model's own too (the
+# rotary positions' arange; BERT's token types: with token_types the batch
+# carries token_type_ids, zeros [BATCH, SEQ] as BertTokenizer makes them,
+# without it the model makes its own from its buffer).
+#
+# A TorchDispatchMode sees every new storage an aten op makes while the model
 # runs model(input_ids, labels=labels) (one decoder layer, fp32, CPU) and
 # its backward; a weakref finalizer says when each int64 storage dies.
 # saved_tensors_hooks names the storages autograd packed. One JSON line:
@@ -27,6 +32,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 raw = json.load(open(sys.argv[1]))
 batch, seq = int(sys.argv[2]), int(sys.argv[3])
+token_types = "token_types" in sys.argv[4:]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = 1
@@ -34,6 +40,11 @@ cfg._attn_implementation = "sdpa"
 model = cls(cfg).train()
 ids = torch.randint(1, raw["vocab_size"], (batch, seq))
 labels = ids.clone()
+type_ids = torch.zeros(batch, seq, dtype=torch.long) if token_types else None
+kwargs = {"token_type_ids": type_ids} if token_types else {}
+# storages made before the step (the batch, parameters, buffers): a view of one is no new storage
+given = {x.untyped_storage().data_ptr() for x in (ids, labels, type_ids) if x is not None}
+given |= {x.untyped_storage().data_ptr() for x in list(model.parameters()) + list(model.buffers())}
 phase = ["forward"]
 made = {}  # storage ptr -> record
 
@@ -46,7 +57,7 @@ class Storages(TorchDispatchMode):
                 continue
             s = t.untyped_storage()
             key = s.data_ptr()
-            if key in made or key in (ids.untyped_storage().data_ptr(), labels.untyped_storage().data_ptr()) or s.nbytes() == 0:
+            if key in made or key in given or s.nbytes() == 0:
                 continue
             rec = {"op": str(func.overloadpacket.__name__), "shape": list(t.shape), "bytes": s.nbytes(),
                    "made": phase[0], "saved": False, "freed": None}
@@ -65,7 +76,7 @@ def pack(t):
 
 records = []
 with Storages(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-    out = model(input_ids=ids, labels=labels)
+    out = model(input_ids=ids, labels=labels, **kwargs)
     records = list(made.values())
     phase[0] = "backward"
     out.loss.backward()
@@ -73,4 +84,4 @@ with Storages(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
 for r in records:
     r["freed"] = r["freed"] or "after"
 print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0],
-                  "batch": batch, "seq": seq, "int64": records}))
+                  "batch": batch, "seq": seq, "token_types": token_types, "int64": records}))
