@@ -131,6 +131,15 @@ var mropeOnceSince = [2]int{5, 17}
 // 5.25.0 and 5.17.0: tools/oracle/kimivis.py, TestKimiVisionSavesAsTransformers.
 var kimiIndexAddMergeSince = [2]int{5, 24}
 
+// lfm2VLGatherSince is the first transformers release whose LFM2-VL
+// gathers every image's patch blocks into one grid for the projector and
+// resizes SigLIP2's position grid by a weight matrix (get_image_features
+// and resize_positional_embeddings in the 5.24.0 and 5.25.0 wheels); the
+// 5.6.0 to 5.23.0 wheels project each image apart (a loop over the images:
+// unpad, reshape, pixel_unshuffle) and resize the grid with
+// F.interpolate, which memsh does not model: nn.Lfm2VlVision.Before524.
+var lfm2VLGatherSince = [2]int{5, 24}
+
 // maskingUtilsSince is the first transformers release that builds the
 // attention masks in masking_utils (the 4.53.0 wheel: a boolean mask,
 // which SDPA converts to a bias at each call). Before it, MistralModel's
@@ -300,6 +309,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	for _, l := range m.Layers {
 		if kv, ok := l.(*nn.KimiVision); ok {
 			kv.IndexAddMerge = atLeast(v, kimiIndexAddMergeSince)
+		}
+		if lv, ok := l.(*nn.Lfm2VlVision); ok {
+			lv.Before524 = !atLeast(v, lfm2VLGatherSince)
 		}
 	}
 	gqa := atLeast(v, gqaSince)

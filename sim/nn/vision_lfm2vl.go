@@ -66,6 +66,10 @@ type Lfm2VlVision struct {
 	TextDim    int64
 	Impl       string
 	Proc       Lfm2VlProcessor
+	// Before524: transformers before 5.24 runs the images' projector one
+	// image at a time and resizes the position grid with F.interpolate;
+	// not modelled, images are refused (hf.lfm2VLGatherSince).
+	Before524 bool
 }
 
 // FieldTileSize is the processor's tile_size, FieldImageTokenRange its

@@ -16,6 +16,11 @@ func (v *Lfm2VlVision) Lower(b *core.Builder, x core.Value) core.Value {
 		return x
 	}
 	dataParallelImages(b, "LFM2-VL's", "dp, fsdp or zero")
+	if v.Before524 {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg:  "LFM2-VL's images are modelled as transformers 5.24 and later run them (every image's patch blocks gathered into one grid for the projector, the position grid resized by a weight matrix); earlier releases project each image apart and resize the grid with F.interpolate, which memsh does not model",
+			Hint: `pass transformers="5.24.0" or later, or leave transformers= out; or train on text alone (no images=)`}})
+	}
 	im := v.fitting(b)
 	L, d := v.MaxPatches(), v.Dim
 	n := b.Batch * b.Images.Count * int64(len(im.Patches))
