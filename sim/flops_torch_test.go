@@ -137,9 +137,8 @@ var phaseNames = [3]string{"forward", "backward", "recompute"}
 // one op of the mixer in memsh (nn/mamba2.go). PEFT wraps the model in
 // base_model.model and each adapted linear's base in base_layer.
 var flopRenames = map[string][][2]string{
-	"mamba2":        {{".mixer.out_proj", ".mixer"}},
-	"llama4_vision": {{"language_model.lm_head", "lm_head"}},
-	"llama_lora":    {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
+	"mamba2":     {{".mixer.out_proj", ".mixer"}},
+	"llama_lora": {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
 }
 
 // memshModule folds what memsh names below a module FlopCounterMode sees

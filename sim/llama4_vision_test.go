@@ -44,8 +44,8 @@ func TestLlama4VisionParams(t *testing.T) {
 
 // Names and shapes as transformers 5.17.0's named_parameters() gives them
 // for Scout (vision_model, multi_modal_projector and language_model.model
-// at the top: Llama4ForConditionalGeneration has no model attribute), and
-// the head under memsh's name (transformers: language_model.lm_head).
+// at the top: Llama4ForConditionalGeneration has no model attribute), the
+// head language_model.lm_head.
 func TestLlama4VisionNames(t *testing.T) {
 	want := map[string][]int64{
 		"vision_model.class_embedding":                          {1408},
@@ -64,7 +64,7 @@ func TestLlama4VisionNames(t *testing.T) {
 		"language_model.model.embed_tokens.weight":              {202048, 5120},
 		"language_model.model.layers.0.self_attn.k_proj.weight": {1024, 5120},
 		"language_model.model.norm.weight":                      {5120},
-		"lm_head.weight":                                        {202048, 5120},
+		"language_model.lm_head.weight":                         {202048, 5120},
 	}
 	m, err := hf.FromConfigOptions(readHF(t, "llama-4-scout-17b-16e.json"), hf.Options{Attn: "sdpa"})
 	if err != nil {

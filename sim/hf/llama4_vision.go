@@ -29,8 +29,8 @@ const llama4MaxTiles = 16
 // and its layers, all named as the module tree names them:
 // vision_model.model.layers.0.self_attn.q_proj.weight,
 // multi_modal_projector.linear_1.weight,
-// language_model.model.layers.0.... The head keeps memsh's name lm_head
-// (transformers': language_model.lm_head). Llama4VisionConfig's
+// language_model.model.layers.0...., the head language_model.lm_head.
+// Llama4VisionConfig's
 // defaults where a key is absent; hidden_act and
 // multi_modal_projector_bias are read by nothing in 5.17 (the MLPs'
 // nn.GELU() and the projector's bias=False are written out), so they are
@@ -70,6 +70,9 @@ func buildLlama4Vision(c, tc *hfConfig, text *core.Model, attn string) *core.Mod
 		&core.Sequential{Name: "language_model.model", Layers: text.Layers[:1]},
 		v,
 		&core.Sequential{Name: "language_model.model", Layers: text.Layers[1:]},
+	}
+	if text.Vocab > 0 {
+		text.HeadName = "language_model.lm_head" // Llama4ForCausalLM's, under language_model
 	}
 	c.ownBase = true
 	return text
