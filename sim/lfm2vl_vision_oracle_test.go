@@ -107,3 +107,40 @@ func TestLFM2VLProcessorImagesSaveAsTransformers(t *testing.T) {
 	big.Attn = "eager"
 	checkImagesSaveCases(t, "lfm2_vl-nonorm-tiny.json", big, 256_240, []imagesSaveCase{{wide, 128, "bf16", false, 1_266_248}})
 }
+
+// The same under transformers 5.23.0 (hf.Options.Transformers), whose
+// get_image_features runs the projector on each image apart over its real
+// patches and whose resize_positional_embeddings interpolates the grid to
+// each image (F.interpolate: nothing saved), as tools/oracle/lfm2vl.py
+// measures it with the 5.23.0 wheel on the path (pip install --no-deps
+// --target DIR transformers==5.23.0; the image layout still read from
+// 5.25.0's image_processing_lfm2_vl.py, LAYOUT_TRANSFORMERS=its package:
+// 5.23.0's resize_and_split inlines the same _get_split_layout; torch
+// 2.15.0, CPU), L5 standing for that setting:
+//
+//	PYTHONPATH=DIR L5 python lfm2vl.py ../../sim/testdata/hf/lfm2_vl-tiny.json 1 50 70 128 [bf16] [ckpt] [eager] proc=proc-tiny.json
+//	PYTHONPATH=DIR L5 python lfm2vl.py ../../sim/testdata/hf/lfm2_vl-tiny.json 2 100 30 256 proc=proc-tiny.json
+//	PYTHONPATH=DIR L5 python lfm2vl.py ../../sim/testdata/hf/lfm2_vl-nonorm-tiny.json 1 50 70 128 proc=proc-nothumb.json
+//	PYTHONPATH=DIR L5 python lfm2vl.py ../../sim/testdata/hf/lfm2_vl-nonorm-tiny.json 2 50 70 128 proc=proc-nosplit.json
+//
+// Against 5.25.0's figures: no fp32 bilinear weights, no gather index, no
+// boolean index's mask, and the projector's saves over each image's real
+// tokens only (1,374,944 bytes against 1,403,728 for the 50 x 70 image).
+func TestLFM2VLBefore524ImagesSaveAsTransformers(t *testing.T) {
+	tiny := hf.Options{Attn: "sdpa", Transformers: "5.23.0", Processor: lfm2VLProcessor(`, "min_tiles": 2, "max_tiles": 4`)}
+	eager := tiny
+	eager.Attn = "eager"
+	im := core.Images{Count: 1, Height: 50, Width: 70}
+	checkImagesSaveCases(t, "lfm2_vl-tiny.json", tiny, 238_576, []imagesSaveCase{
+		{im, 128, "fp32", false, 1_374_944},
+		{im, 128, "bf16", false, 690_096},
+		{im, 128, "fp32", true, 315_104},
+		{im, 128, "bf16", true, 167_856},
+		{core.Images{Count: 2, Height: 100, Width: 30}, 256, "fp32", false, 2_203_360},
+	})
+	checkImagesSaveCases(t, "lfm2_vl-tiny.json", eager, 238_576, []imagesSaveCase{{im, 128, "fp32", false, 1_533_664}})
+	noThumb := hf.Options{Attn: "sdpa", Transformers: "5.23.0", Processor: lfm2VLProcessor(`, "min_tiles": 2, "max_tiles": 4, "use_thumbnail": false`)}
+	checkImagesSaveCases(t, "lfm2_vl-nonorm-tiny.json", noThumb, 256_240, []imagesSaveCase{{im, 128, "fp32", false, 940_160}})
+	noSplit := hf.Options{Attn: "sdpa", Transformers: "5.23.0", Processor: lfm2VLProcessor(`, "do_image_splitting": false`)}
+	checkImagesSaveCases(t, "lfm2_vl-nonorm-tiny.json", noSplit, 256_240, []imagesSaveCase{{core.Images{Count: 2, Height: 50, Width: 70}, 128, "fp32", false, 528_512}})
+}

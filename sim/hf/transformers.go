@@ -135,9 +135,11 @@ var kimiIndexAddMergeSince = [2]int{5, 24}
 // gathers every image's patch blocks into one grid for the projector and
 // resizes SigLIP2's position grid by a weight matrix (get_image_features
 // and resize_positional_embeddings in the 5.24.0 and 5.25.0 wheels); the
-// 5.6.0 to 5.23.0 wheels project each image apart (a loop over the images:
-// unpad, reshape, pixel_unshuffle) and resize the grid with
-// F.interpolate, which memsh does not model: nn.Lfm2VlVision.Before524.
+// 5.6.0 to 5.23.0 wheels (and 4.57's source) project each image apart (a
+// loop over the images: unpad, reshape, pixel_unshuffle) and interpolate
+// the grid to each with F.interpolate: nn.Lfm2VlVision.Before524.
+// Measured on the CPU under 5.25.0 and 5.23.0: tools/oracle/lfm2vl.py,
+// TestLFM2VLBefore524ImagesSaveAsTransformers.
 var lfm2VLGatherSince = [2]int{5, 24}
 
 // maskingUtilsSince is the first transformers release that builds the

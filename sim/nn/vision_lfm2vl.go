@@ -66,9 +66,9 @@ type Lfm2VlVision struct {
 	TextDim    int64
 	Impl       string
 	Proc       Lfm2VlProcessor
-	// Before524: transformers before 5.24 runs the images' projector one
-	// image at a time and resizes the position grid with F.interpolate;
-	// not modelled, images are refused (hf.lfm2VLGatherSince).
+	// Before524: transformers before 5.24 interpolates the position grid
+	// to each image and runs the projector on each image apart, over its
+	// real patches (vision_lfm2vl_before524.go).
 	Before524 bool
 }
 

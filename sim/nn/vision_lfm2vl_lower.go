@@ -16,11 +16,6 @@ func (v *Lfm2VlVision) Lower(b *core.Builder, x core.Value) core.Value {
 		return x
 	}
 	dataParallelImages(b, "LFM2-VL's", "dp, fsdp or zero")
-	if v.Before524 {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg:  "LFM2-VL's images are modelled as transformers 5.24 and later run them (every image's patch blocks gathered into one grid for the projector, the position grid resized by a weight matrix); earlier releases project each image apart and resize the grid with F.interpolate, which memsh does not model",
-			Hint: `pass transformers="5.24.0" or later, or leave transformers= out; or train on text alone (no images=)`}})
-	}
 	im := v.fitting(b)
 	L, d := v.MaxPatches(), v.Dim
 	n := b.Batch * b.Images.Count * int64(len(im.Patches))
@@ -36,7 +31,7 @@ func (v *Lfm2VlVision) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	b.ReserveParams(v.tensorCount())
 	done := b.Scope("vision_tower")
-	h := v.embeddings(b, n, L)
+	h := v.embeddings(b, n, L, im)
 	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "out_proj", SoftmaxFP32: true}
 	if padded {
 		v.mask(b, attn, n, L, b.Dtype(h))
@@ -46,7 +41,11 @@ func (v *Lfm2VlVision) Lower(b *core.Builder, x core.Value) core.Value {
 	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Layers}, h)
 	h = b.LayerNorm("post_layernorm", h, d, true)
 	done()
-	h = v.project(b, h, n, L, b.Batch*b.Images.Count*im.Features)
+	if features := b.Batch * b.Images.Count * im.Features; v.Before524 {
+		h = v.projectEach(b, h, im, features)
+	} else {
+		h = v.project(b, h, n, L, features)
+	}
 	return joinImageFeatures(b, x, h)
 }
 
@@ -96,7 +95,7 @@ func boolInt(t bool) int64 {
 // processor's fp32 pixels (and its int32 patch mask and int64 spatial
 // shapes), patch_embedding over the pixels in the weights' dtype (which
 // it saves), plus the position grid resized to each image.
-func (v *Lfm2VlVision) embeddings(b *core.Builder, n, L int64) core.Value {
+func (v *Lfm2VlVision) embeddings(b *core.Builder, n, L int64, im Lfm2VlImage) core.Value {
 	defer b.Scope("embeddings")()
 	d, pin := v.Dim, v.patchIn()
 	pix := imagePixels(b, "pixel_values", n*L, pin, n*L*pin, fmt.Sprintf("fp32 [%d, %d, %d], padded patches zero", n, L, pin))
@@ -116,7 +115,12 @@ func (v *Lfm2VlVision) embeddings(b *core.Builder, n, L int64) core.Value {
 	}
 	h := b.Linear("patch_embedding", core.RoleConv, pix, pin, d, true)
 	b.Val(h).Shape = []int64{n, L, d}
-	pos := v.resizedPositions(b, n, L)
+	var pos core.Value
+	if v.Before524 {
+		pos = v.interpolatedPositions(b, n, L, im)
+	} else {
+		pos = v.resizedPositions(b, n, L)
+	}
 	a := b.AddOp("add", "add_position_embedding", []core.Value{h, pos})
 	y := b.Out(a, "embeddings", []int64{n, L, d}, core.Promote(b.Dtype(h), b.Dtype(pos)), "the patch embeddings plus their resized positions")
 	b.Op(a).Flops = float64(n * L * d)

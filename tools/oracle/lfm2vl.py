@@ -8,6 +8,12 @@
 #   /work/venv-t/bin/python lfm2vl.py CONFIG.json --params
 #   /work/venv-t/bin/python lfm2vl.py --tokens [proc=FILE.json] H W [H W ...]
 #
+# Another release's modelling: pip install --no-deps --target DIR
+# transformers==5.23.0, then PYTHONPATH=DIR
+# LAYOUT_TRANSFORMERS=/work/venv-t/lib/python3.11/site-packages/transformers
+# (5.23.0's image processor inlines the layout functions lfm2vl_inputs.py
+# runs; the layout is 5.25.0's).
+#
 # It builds the model from the config, counts its parameters on the meta
 # device (--params: only that, with the tower's and the projector's, and
 # whether lm_head is tied), then runs one training forward (labels =

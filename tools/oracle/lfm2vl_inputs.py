@@ -35,7 +35,11 @@ DEFAULTS = dict(downsample_factor=2, do_image_splitting=True, min_tiles=2, max_t
 
 
 def _processor_source():
-    path = os.path.join(os.path.dirname(transformers.__file__), "models/lfm2_vl/image_processing_lfm2_vl.py")
+    # LAYOUT_TRANSFORMERS: the transformers package whose layout functions
+    # to run (5.25.0's, when an older wheel, which inlines them, is on the
+    # path: lfm2vl.py's PYTHONPATH runs)
+    root = os.environ.get("LAYOUT_TRANSFORMERS", os.path.dirname(transformers.__file__))
+    path = os.path.join(root, "models/lfm2_vl/image_processing_lfm2_vl.py")
     tree = ast.parse(open(path).read())
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("round_by_factor", "find_closest_aspect_ratio")]
     methods = ("_target_ratios", "_get_grid_layout", "smart_resize", "_is_image_too_large", "_get_split_layout")
