@@ -78,7 +78,7 @@ func TestHFConfigErrors(t *testing.T) {
 	runHFCases(t, []evalCase{
 		{expr: `hf_config()`, err: "missing argument for path"},
 		{expr: `hf_config("missing.json")`, err: "cannot read missing.json: no such file"},
-		{expr: `hf_config("t5.json")`, err: `unsupported model_type "t5" (supported: apertus, arcee, bert, bloom, cohere2, deberta-v2, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, falcon`},
+		{expr: `hf_config("t5.json")`, err: `unsupported model_type "t5" (supported: apertus, arcee, bailing_hybrid, bert, bloom, cohere2, deberta-v2, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, dots1, ernie4_5, ernie4_5_moe, exaone4, falcon`},
 		{expr: `hf_config("broken.json")`, err: "malformed broken.json at line 3, column 1: invalid character '}' looking for beginning of object key string"},
 		{expr: `hf_config("nosize.json")`, err: `nosize.json: "n_embd" must be an integer (got the string "64")`},
 		{expr: `hf_config("tiny.json", attn="xformers")`, err: `attn must be "eager", "sdpa" or "flash" (got "xformers")`},

@@ -185,11 +185,11 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
 	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
 	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|lfm2_vl_vision|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense|" +
-	"kimi_linear_grouped)$"
+	"kimi_linear_grouped|bailing_hybrid_grouped)$"
 
 var flopCauses = []flopCause{
 	// Before the causal SDPA rows: Kimi Linear's KDA layers are self_attn too.
-	{cases: "^kimi_linear_grouped$", module: `^model\.layers\.[01]\.self_attn$`, phase: -1, why: kdaWhy, want: kdaTorchChunk},
+	{cases: "^(kimi_linear_grouped|bailing_hybrid_grouped)$", module: `^model\.layers\.[01]\.self_attn$`, phase: -1, why: kdaWhy, want: kdaTorchChunk},
 	{cases: causalSDPACases, module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
 		why: "causal SDPA: FlopCounterMode counts the full s x s scores whatever is_causal (flop_counter.py: \"We aren't accounting for " +
 			"causal attention here\"); memsh counts half, the FlashAttention papers' convention, which the kernel rates memsh prices " +
@@ -277,7 +277,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // kimi_linear_grouped appended: Kimi Linear's KDA layers (their
 // projections, conv1d and chunk kernel), the NoPE MLA layer and
 // DeepSeek-V3's experts, every module equal but the KDA kernel's and
-// causal SDPA's causes;
+// causal SDPA's causes; the bailing_hybrid_grouped line with 5.25.0,
+// flops.py --cases bailing_hybrid_grouped appended: Ling 3's KDA layers
+// (full-rank gates, fp32 conv1d), its gated MLA with the rotary
+// embedding, the experts, the same;
 // the deberta_v2 line
 // with 5.25.0, flops.py --cases deberta_v2 appended: DeBERTa-v3's eager
 // disentangled attention (c2p and p2c bmm) and the relative embeddings'
@@ -401,23 +404,29 @@ const gdnWhy = "Gated DeltaNet's torch path (torch_chunk_gated_delta_rule, trans
 	"first chunk (a zero state: one gradient, not two) and the last chunk's state update (unused: no backward); memsh " +
 	"counts every chunk alike, 2 x forward (fla's kernel, and any length of many chunks)"
 
-const kdaWhy = "Kimi Delta Attention's torch path (chunk_kimi_delta_attention, transformers 5.25, chunks of 64): FlopCounterMode " +
+const kdaWhy = "Kimi Delta Attention's torch path (chunk_kimi_delta_attention, transformers 5.25, chunks of 64; Kimi Linear and Ling 3): FlopCounterMode " +
 	"counts the conv1d (padded) and the chunk's bmm, not the per-channel [chunk, chunk, head_dim] products it sums (elementwise, " +
 	"which memsh prices by their bytes); backward, at this one-chunk length the first chunk's two state reads (a zero state: one " +
 	"gradient, not two) and the last chunk's state update (unused: no backward); memsh counts every chunk alike, 2 x forward"
 
 func kdaTorchChunk(c *torchFlops, ops map[string]float64) float64 {
 	const chunk = 64
+	type sizes struct {
+		Heads float64 `json:"num_heads"`
+		Dim   float64 `json:"head_dim"`
+		ConvK float64 `json:"short_conv_kernel_size"`
+	}
 	var raw struct {
-		LA struct {
-			Heads float64 `json:"num_heads"`
-			Dim   float64 `json:"head_dim"`
-			ConvK float64 `json:"short_conv_kernel_size"`
-		} `json:"linear_attn_config"`
+		LA    sizes   `json:"linear_attn_config"` // Kimi Linear's
+		Heads float64 `json:"num_attention_heads"`
+		sizes         // Ling 3's, at the top level (its heads num_attention_heads)
 	}
 	data, err := os.ReadFile(filepath.Join("testdata", "hf", c.Config))
 	if err != nil || json.Unmarshal(data, &raw) != nil {
 		return math.NaN()
+	}
+	if raw.LA.Heads == 0 {
+		raw.LA = sizes{raw.Heads, raw.Dim, raw.ConvK}
 	}
 	seq := float64(c.Seq)
 	padded := func(f float64) float64 { return f * seq / (seq + raw.LA.ConvK - 1) }

@@ -197,7 +197,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"DeepSeek-V3's experts after the first first_k_dense_replace layers (or as mlp_layer_types says); its linear layers run " +
 			"transformers' torch chunk kernel (chunk_kimi_delta_attention, what it runs without flash-linear-attention, which keeps " +
 			"[chunk, chunk, head_dim] products a 64-token chunk and head for backward): linear_attn=\"torch\" or left out; " +
-			"\"fla\" (fla's chunk_kda) is not modelled. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
+			"\"fla\" (fla's chunk_kda) is not modelled. bailing_hybrid (inclusionAI's Ling 3, transformers 5.25) is Kimi Linear's layout with Ling's " +
+			"KDA (full-rank f_proj and g_proj, the bounded forget gate of kda_safe_gate, conv1d, dt_bias and A_log kept fp32), MLA with its " +
+			"rotary embedding and a per-head output gate (g_proj), full attention at the last layer of every layer_group_size, and per-layer " +
+			"SwiGLU clamps after the activation (expert_swiglu_limit_list, share_expert_swiglu_limit_list); linear_attn as for kimi_linear. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
 			"(model.language_model), with a vision_config the vision tower and embed_vision, reading train(images=), with an audio_config " +
 			"the audio tower's weights (no audio input is modelled); arch=\"Gemma4ForCausalLM\" builds the text model alone, past both) build the text models of E2B, E4B, the 26B A4B and 31B: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
 			"q, k and v normed per head, full-attention layers with global_head_dim and, with attention_k_eq_v, num_global_key_value_heads and the " +

@@ -15,6 +15,14 @@ var hfFamilies = []hfFamily{
 	// arcee: Arcee's AFM-4.5B; the 4.53.0 wheel is the first with
 	// models/arcee (absent from 4.52.4). decoder.go.
 	{modelType: "arcee", prefix: "Arcee", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
+	// bailing_hybrid: inclusionAI's Ling 3 (bailing_hybrid.go). The 5.20.0
+	// wheel is the first with models/bailing_hybrid (absent from 5.19.0;
+	// unzip -l), but 5.20 to 5.23 build its MLA without q_lora_rank and
+	// keep the router in the model's dtype, and 5.24 reads no SwiGLU
+	// limits (their modeling_bailing_hybrid.py read): memsh models 5.25.0's.
+	{modelType: "bailing_hybrid", prefix: "BailingHybrid", base: "model", heads: decoderHeads, build: buildBailingHybrid, noEager: true, since: [2]int{5, 25},
+		sinceWhy: "5.20 to 5.24 build Ling 3 without its SwiGLU clamps (expert_swiglu_limit_list), 5.20 to 5.23 without q_lora_rank and with the router in the model's dtype",
+		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	// cohere2: transformers 4.48 (Command R7B's config.json was written by

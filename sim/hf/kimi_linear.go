@@ -39,53 +39,74 @@ import (
 // moe_layer_freq is not read, as in transformers.
 func buildKimiLinear(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	vocab := c.size("vocab_size")
-	tie := c.flag("tie_word_embeddings", false)
-	act := c.mlpAct("hidden_act", "silu", true)
-	c.prob("attention_dropout", 0)
 	mla, mlaEstimate := deepSeekMLA(c, attn)
 	if c.err != nil {
 		return nil
 	}
 	mla.NoRope, mla.RopeTables = true, ""
 	kda := c.kimiDelta(hidden)
+	layers := c.size("num_hidden_layers")
 	full := c.kimiLayerTypes(layers)
-	sparse := c.kimiMLPTypes(layers)
+	sparse := c.mlpLayerSparse(layers, 1)
 	if c.err != nil {
 		return nil
 	}
-	var dense, moe core.Layer
-	ffEstimate := 0.0
+	mlp, moe := c.kdaFeedForward(hidden, sparse, 1, 1, max(mlaEstimate, float64(kda.Params())))
+	if c.err != nil {
+		return nil
+	}
+	return c.kdaStack(head, kda, mla, full, func(i int) core.Layer {
+		if sparse[i] {
+			return moe
+		}
+		return mlp
+	})
+}
+
+// kdaFeedForward makes the dense MLP and the MoE the layers of Kimi
+// Linear's layout need (sparse: which are MoE; groups, topkGroup the MoE
+// defaults: kimiMoE) and checks the model's size, mixer the larger
+// mixer's parameter estimate.
+func (c *hfConfig) kdaFeedForward(hidden int64, sparse []bool, groups, topkGroup int64, mixer float64) (mlp *nn.MLP, moe *nn.MoE) {
+	act := c.mlpAct("hidden_act", "silu", true)
+	estimate := 0.0
 	for _, s := range sparse {
 		switch {
 		case s && moe == nil:
-			m := c.kimiMoE(hidden, act)
-			c.checkLayer(m, moeKeys(c.firstKey("num_experts", "num_local_experts"), c.firstKey("num_experts_per_token", "num_experts_per_tok")))
-			moe, ffEstimate = m, max(ffEstimate, float64(m.Experts+m.SharedExperts)*3*float64(hidden)*float64(m.Hidden))
-		case !s && dense == nil:
+			moe = c.kimiMoE(hidden, act, groups, topkGroup)
+			c.checkLayer(moe, moeKeys(c.firstKey("num_experts", "num_local_experts"), c.firstKey("num_experts_per_token", "num_experts_per_tok")))
+			estimate = max(estimate, float64(moe.Experts+moe.SharedExperts)*3*float64(hidden)*float64(moe.Hidden))
+		case !s && mlp == nil:
 			inter := c.size("intermediate_size")
-			dense, ffEstimate = &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, max(ffEstimate, 3*float64(hidden)*float64(inter))
+			mlp, estimate = &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, max(estimate, 3*float64(hidden)*float64(inter))
 		}
 	}
-	c.checkTotal(float64(layers)*(max(mlaEstimate, float64(kda.Params()))+ffEstimate) + 2*float64(vocab)*float64(hidden))
+	c.checkTotal(float64(len(sparse))*(mixer+estimate) + 2*float64(c.size("vocab_size"))*float64(hidden))
+	return mlp, moe
+}
+
+// kdaStack finishes Kimi Linear's layout (Ling 3's too): the embedding,
+// Llama pre-norm layers of the linear mixer kda or, where full says, the
+// attention mla, with layer i's feed-forward ff(i) (one block for each
+// distinct pair), the final norm and the head.
+func (c *hfConfig) kdaStack(head hfHead, kda, mla core.Layer, full []bool, ff func(i int) core.Layer) *core.Model {
+	hidden, vocab := c.size("hidden_size"), c.size("vocab_size")
+	tie := c.flag("tie_word_embeddings", false)
+	c.prob("attention_dropout", 0)
 	if c.err != nil {
 		return nil
 	}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
 	made := map[[2]core.Layer]core.Layer{}
-	blocks := make([]core.Layer, layers)
+	blocks := make([]core.Layer, len(full))
 	for i := range blocks {
-		var mixer, ff core.Layer = kda, dense
+		mixer := kda
 		if full[i] {
 			mixer = mla
 		}
-		if sparse[i] {
-			ff = moe
-		}
-		k := [2]core.Layer{mixer, ff}
+		k := [2]core.Layer{mixer, ff(i)}
 		if made[k] == nil {
-			made[k] = seq(res(norm("input_layernorm"), mixer), res(norm("post_attention_layernorm"), ff))
+			made[k] = seq(res(norm("input_layernorm"), mixer), res(norm("post_attention_layernorm"), k[1]))
 		}
 		blocks[i] = made[k]
 	}
@@ -152,13 +173,13 @@ func (c *hfConfig) kimiLayerTypes(layers int64) []bool {
 	return full
 }
 
-// kimiMLPTypes says which layers are MoE: mlp_layer_types ("dense" or
+// mlpLayerSparse says which layers are MoE: mlp_layer_types ("dense" or
 // "sparse" a layer), else all but the first first_k_dense_replace
-// (KimiLinearConfig's default 1).
-func (c *hfConfig) kimiMLPTypes(layers int64) []bool {
+// (default denseDefault: KimiLinearConfig's 1, BailingHybridConfig's 2).
+func (c *hfConfig) mlpLayerSparse(layers, denseDefault int64) []bool {
 	sparse := make([]bool, max(layers, 0))
 	if !c.has("mlp_layer_types") {
-		dense := c.intOr("first_k_dense_replace", 1)
+		dense := c.intOr("first_k_dense_replace", denseDefault)
 		for i := range sparse {
 			sparse[i] = int64(i) >= dense
 		}
@@ -183,15 +204,17 @@ func (c *hfConfig) kimiMLPTypes(layers int64) []bool {
 }
 
 // kimiMoE is KimiLinearMoE, DeepSeek-V3's block under Kimi's key names
-// (or the DeepSeek ones transformers' attribute_map maps to them).
-func (c *hfConfig) kimiMoE(hidden int64, act string) *nn.MoE {
+// (or the DeepSeek ones transformers' attribute_map maps to them), which
+// Ling 3's BailingHybridMoE shares; groups and topkGroup are the
+// config class's num_expert_group and topk_group defaults.
+func (c *hfConfig) kimiMoE(hidden int64, act string, groups, topkGroup int64) *nn.MoE {
 	experts := c.firstSize("num_experts", "num_local_experts")
 	inter := c.size("moe_intermediate_size")
-	groups := c.sizeOr(c.firstKey("num_expert_group", "n_group"), 1)
+	groups = c.sizeOr(c.firstKey("num_expert_group", "n_group"), groups)
 	if c.err == nil && experts%groups != 0 {
 		c.fail(c.firstKey("num_expert_group", "n_group"), "must divide num_experts (%d) for the router's group scores (got %d)", experts, groups)
 	}
-	if tg := c.sizeOr("topk_group", 1); c.err == nil && tg > groups {
+	if tg := c.sizeOr("topk_group", topkGroup); c.err == nil && tg > groups {
 		c.fail("topk_group", "must be at most num_expert_group (%d) (got %d)", groups, tg)
 	}
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,

@@ -202,7 +202,7 @@ func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {
 
 // conv lowers causal_conv1d_fn with silu over q, k and v (shortConvSiLU).
 func (g *GatedDeltaNet) conv(b *core.Builder, mixed core.Value, s []int64) core.Value {
-	return shortConvSiLU(b, mixed, s, g.convDim(), g.ConvK, g.kernel() == GDNTorch)
+	return shortConvSiLU(b, mixed, s, g.convDim(), g.ConvK, g.kernel() == GDNTorch, false)
 }
 
 // shortConvSiLU lowers the depthwise causal conv1d (no bias, convK taps
@@ -211,22 +211,34 @@ func (g *GatedDeltaNet) conv(b *core.Builder, mixed core.Value, s []int64) core.
 // (CausalConv1dFn.forward: save_for_backward(x, weight, ...)); with
 // torchPath, transformers' fallback runs F.conv1d with padding convK - 1,
 // so silu saves the padded output besides, seq + convK - 1 positions a
-// sequence.
-func shortConvSiLU(b *core.Builder, mixed core.Value, s []int64, width, convK int64, torchPath bool) core.Value {
+// sequence. With fp32Weight the weight stays fp32 in a bf16 or fp16 model
+// (Ling 3's conv1d), and causal_conv1d_fn's hidden_states.to(weight.dtype)
+// makes the fp32 copy conv1d saves; the padded output is fp32 and silu's
+// output is cast back.
+func shortConvSiLU(b *core.Builder, mixed core.Value, s []int64, width, convK int64, torchPath, fp32Weight bool) core.Value {
 	w := b.Param("conv1d.weight", []int64{width, 1, convK}, core.RoleLinear)
-	i := b.AddOp("conv1d", "causal_conv1d", []core.Value{mixed}, w)
 	dt := b.Dtype(mixed)
+	in, convDT := mixed, dt
+	if fp32Weight {
+		keepParamFP32(b, "conv1d.weight")
+		convDT = b.P.Params[w].Stored(b.Prec)
+		in = b.Cast(mixed, convDT, "hidden_states.to(weight.dtype): conv1d's input in its fp32 weight's dtype")
+	}
+	i := b.AddOp("conv1d", "causal_conv1d", []core.Value{in}, w)
 	y := b.Out(i, "mixed_qkv_conv", core.WithLast(s, width), dt, "q, k, v after the causal conv1d and silu")
-	b.Save(i, mixed)
+	b.Save(i, in)
 	if torchPath {
 		seq := s[len(s)-2]
 		batch := core.Rows(s) / max(seq, 1)
-		p := b.Out(i, "conv_padded", []int64{batch, width, seq + convK - 1}, dt, "F.conv1d's padded output, silu's input (saved)")
+		p := b.Out(i, "conv_padded", []int64{batch, width, seq + convK - 1}, convDT, "F.conv1d's padded output, silu's input (saved)")
 		b.Val(p).Grad = false
 		b.Save(i, p)
+		if convDT != dt {
+			b.Op(i).WorkF = convDT.Bytes(core.Rows(s) * width) // silu's output before .to(hidden_states.dtype)
+		}
 	}
 	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(width*convK)
-	b.Op(i).Bytes += float64(b.Val(mixed).Bytes)
+	b.Op(i).Bytes += float64(b.Val(in).Bytes)
 	return y
 }
 

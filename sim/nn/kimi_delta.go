@@ -40,6 +40,18 @@ type KimiDeltaAttention struct {
 	// model (KimiLinearPreTrainedModel's _keep_in_fp32_modules_strict
 	// lists "dt_bias" from transformers 5.24).
 	DTBiasFP32 bool
+	// FullRankGates is Ling 3's layer (BailingHybridDeltaAttention,
+	// modeling_bailing_hybrid.py at 5.25.0; kimi_delta_ling.go): the
+	// forget gate's f_proj and the output gate's g_proj map the hidden
+	// state to heads x head_dim in one projection each, A_log is
+	// [heads], and conv1d, dt_bias and A_log stay fp32 in a bf16 or fp16
+	// model (BailingHybridPreTrainedModel's _keep_in_fp32_modules_strict);
+	// SafeGate picks its forget gate.
+	FullRankGates bool
+	// SafeGate: Ling 3's bounded forget gate (kda_safe_gate, its default),
+	// lower_bound * sigmoid(exp(A_log) * (f + dt_bias)); else
+	// -exp(A_log) * softplus(f + dt_bias). FullRankGates only.
+	SafeGate bool
 }
 
 func (a *KimiDeltaAttention) width() int64 { return a.Heads * a.HeadDim }
@@ -54,9 +66,14 @@ func (a *KimiDeltaAttention) OutDim() int64          { return a.Dim }
 // Params: q_proj, k_proj, v_proj, conv1d (no bias), the forget gate's
 // f_a_proj, f_b_proj, dt_bias and A_log, b_proj, the output gate's
 // g_a_proj and g_b_proj, o_norm (head_dim) and o_proj.
+// With FullRankGates, f_proj and g_proj instead of the low-rank pairs.
 func (a *KimiDeltaAttention) Params() int64 {
 	w, d := a.width(), a.HeadDim
-	return 3*a.Dim*w + 3*w*a.ConvK + 2*(a.Dim*d+d*w) + w + a.Heads + a.Dim*a.Heads + d + w*a.Dim
+	gates := 2 * (a.Dim*d + d*w)
+	if a.FullRankGates {
+		gates = 2 * a.Dim * w
+	}
+	return 3*a.Dim*w + 3*w*a.ConvK + gates + w + a.Heads + a.Dim*a.Heads + d + w*a.Dim
 }
 
 func (a *KimiDeltaAttention) Summary() string {
@@ -86,12 +103,21 @@ func (a *KimiDeltaAttention) Lower(b *core.Builder, x core.Value) core.Value {
 		qkv = append(qkv, b.Linear(name, core.RoleLinear, x, a.Dim, w, false))
 	}
 	mixed := b.Ew("cat", "mixed_qkv", qkv, core.WithLast(s, 3*w), b.Dtype(qkv[0]), "torch.cat of q_proj, k_proj and v_proj: conv1d's input")
-	conv := shortConvSiLU(b, mixed, s, 3*w, a.ConvK, true)
-	g := a.forgetGate(b, x, s)
+	conv := shortConvSiLU(b, mixed, s, 3*w, a.ConvK, true, a.FullRankGates)
+	var g, gate core.Value
+	if a.FullRankGates {
+		g = a.lingForgetGate(b, x, s)
+	} else {
+		g = a.forgetGate(b, x, s)
+	}
 	beta := a.beta(b, x, s)
 	o := a.torchChunk(b, conv, g, beta, s)
-	ga := b.Linear("g_a_proj", core.RoleLinear, x, a.Dim, d, false)
-	gate := b.Linear("g_b_proj", core.RoleLinear, ga, d, w, false)
+	if a.FullRankGates {
+		gate = b.Linear("g_proj", core.RoleLinear, x, a.Dim, w, false)
+	} else {
+		ga := b.Linear("g_a_proj", core.RoleLinear, x, a.Dim, d, false)
+		gate = b.Linear("g_b_proj", core.RoleLinear, ga, d, w, false)
+	}
 	y := a.norm(b, o, gate, s)
 	out := b.Linear("o_proj", core.RoleLinear, y, w, a.Dim, false)
 	b.KeepAlive("forward_locals", conv, g, beta, gate)

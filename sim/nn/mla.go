@@ -56,6 +56,11 @@ type MLA struct {
 	// major (CUDA's memory-efficient kernel always; the CPU's flash kernel
 	// as its q is), so reshaping it for o_proj copies nothing.
 	NoRope bool
+	// HeadGate: Ling 3's output gate (BailingHybridAttention, 5.25.0): a
+	// g_proj of one value a head, sigmoid in fp32 (which saves its
+	// output), cast to the hidden state's dtype and multiplied into the
+	// attention's output before o_proj (the product saves both).
+	HeadGate bool
 }
 
 func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
@@ -84,6 +89,9 @@ func (a *MLA) Params() int64 {
 	n += a.Dim*(a.KVLora+a.RopeDim) + b(a.KVLora+a.RopeDim) + a.KVLora
 	n += a.KVLora * h * (a.Nope + a.VDim)
 	n += h*a.VDim*a.Dim + b(a.Dim)
+	if a.HeadGate {
+		n += a.Dim * h
+	}
 	if a.Indexer != nil {
 		n += a.Indexer.params(a.Dim, a.QLoraRank)
 	}
@@ -248,5 +256,21 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	if !a.NoRope || a.Impl != "sdpa" || b.Par.Ulysses() {
 		merged = b.Ew("contiguous", "merge_heads", []core.Value{o}, core.WithLast(s, h*a.VDim), dt, "heads merged (and flash's padding dropped): the o_proj input")
 	}
+	if a.HeadGate {
+		merged = a.headGate(b, x, xg, merged)
+	}
 	return b.RowLinear("o_proj", core.RoleO, merged, a.Heads*a.VDim, h*a.VDim, a.Dim, a.Bias)
+}
+
+// headGate lowers HeadGate: o * sigmoid(g_proj(x).float()).to(x's dtype)
+// per head.
+func (a *MLA) headGate(b *core.Builder, x, xg, o core.Value) core.Value {
+	h := a.Heads / b.Par.Tpn()
+	g := b.ColLinear("g_proj", core.RoleLinear, x, xg, a.Dim, a.Heads, h, false)
+	i := b.AddOp("sigmoid", "gate", []core.Value{g})
+	sg := b.Out(i, "gate_sigmoid", b.Shape(g), units.FP32, "sigmoid(g_proj(x).float()), saved by sigmoid")
+	b.Save(i, sg)
+	b.Op(i).Flops = 4 * float64(core.Numel(b.Shape(g)))
+	gate := b.Cast(sg, b.Dtype(xg), "the head gate in the hidden state's dtype, saved by the product")
+	return b.Mul("gated", o, gate)
 }

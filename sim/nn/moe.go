@@ -188,6 +188,15 @@ type MoE struct {
 	// SwiGLU. The loop, grouped, dispatched and grouped_mm experts and the
 	// shared experts lower it (gatedAct); 0: none.
 	SwiGLULimit float64
+	// LimitAfterAct: the clamps come after the activation, silu(gate)
+	// clamped from above and up on both sides (Ling 3's
+	// BailingHybridExperts._apply_gate and BailingHybridMLP, Step3p7's
+	// order; the same five [rows, hidden] tensors kept), SwiGLULimit the
+	// routed experts' limit and SharedSwiGLULimit the shared experts'
+	// (its expert_swiglu_limit_list and share_expert_swiglu_limit_list,
+	// each 0 for none). Without it SwiGLULimit clamps both.
+	LimitAfterAct     bool
+	SharedSwiGLULimit float64
 	// HashVocab: the experts are picked by a frozen token-id table, not a
 	// top-k (DeepseekV4HashRouter: tid2eid[input_ids], an int64 [vocab,
 	// top_k] buffer); the router's scores still weight them. 0: learned.
@@ -412,8 +421,8 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 			ungated = "shared_expert" // Llama4TextMoe's
 		}
 		defer b.Scope(m.sharedName(ungated))()
-		if m.SwiGLULimit > 0 {
-			return clampedFfn(b, x, m.Dim, sh.Hidden)
+		if m.sharedLimit() > 0 {
+			return clampedFfn(b, x, m.Dim, sh.Hidden, m.LimitAfterAct)
 		}
 		if m.SharedUpDown {
 			return ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias, mlpNames{in: "up_proj", out: "down_proj"})

@@ -138,7 +138,7 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 		if m.ClampedGLU {
 			h = clampedGLU(b, gate, up)
 		} else if m.SwiGLULimit > 0 {
-			h = clampedSwiGLU(b, gate, up, true)
+			h = clampedSwiGLU(b, gate, up, true, m.LimitAfterAct)
 		} else {
 			act := Activation(b, fn, gate)
 			if a := b.Op(b.Val(act).Producer); len(a.In) == 1 && a.In[0] == gate {

@@ -45,24 +45,48 @@ func (m *MoE) routeSqrtSoftplus(b *core.Builder, x core.Value, r routing) routin
 //	up = up.clamp(-limit, limit)      # keeps up
 //	return silu(gate) * up            # silu keeps the clamped gate, the product both
 //
-// strided marks the grouped_mm experts' gate and up, strided views of
-// one gate_up output.
-func clampedSwiGLU(b *core.Builder, gate, up core.Value, strided bool) core.Value {
-	g := b.Unary("clamp", gate, true, false)
+// or, afterAct (MoE.LimitAfterAct: Ling 3's), silu(gate).clamp(max=limit)
+// * up.clamp(-limit, limit): silu keeps gate, the clamps their inputs,
+// the product both clamped factors. strided marks the grouped_mm
+// experts' gate and up, strided views of one gate_up output.
+func clampedSwiGLU(b *core.Builder, gate, up core.Value, strided, afterAct bool) core.Value {
+	var g core.Value
+	if afterAct {
+		act := Activation(b, "silu", gate)
+		if strided {
+			b.Op(b.Val(act).Producer).Strided = true
+		}
+		g = b.Unary("clamp", act, true, false)
+	} else {
+		g = b.Unary("clamp", gate, true, false)
+	}
 	u := b.Unary("clamp", up, true, false)
 	if strided {
-		b.Op(b.Val(g).Producer).Strided = true
+		if !afterAct {
+			b.Op(b.Val(g).Producer).Strided = true
+		}
 		b.Op(b.Val(u).Producer).Strided = true
+	}
+	if afterAct {
+		return b.Mul("act_mul", g, u)
 	}
 	return b.Mul("act_mul", Activation(b, "silu", g), u)
 }
 
-// clampedFfn is DeepseekV4MLP, the shared experts: gate_proj and up_proj,
-// clampedSwiGLU, down_proj.
-func clampedFfn(b *core.Builder, x core.Value, dim, hidden int64) core.Value {
+// clampedFfn is DeepseekV4MLP (or Ling 3's BailingHybridMLP, afterAct),
+// the shared experts: gate_proj and up_proj, clampedSwiGLU, down_proj.
+func clampedFfn(b *core.Builder, x core.Value, dim, hidden int64, afterAct bool) core.Value {
 	gate := b.Linear("gate_proj", core.RoleGate, x, dim, hidden, false)
 	up := b.Linear("up_proj", core.RoleUp, x, dim, hidden, false)
-	return b.Linear("down_proj", core.RoleDown, clampedSwiGLU(b, gate, up, false), hidden, dim, false)
+	return b.Linear("down_proj", core.RoleDown, clampedSwiGLU(b, gate, up, false, afterAct), hidden, dim, false)
+}
+
+// sharedLimit is the shared experts' clamp (MoE.LimitAfterAct).
+func (m *MoE) sharedLimit() float64 {
+	if m.LimitAfterAct {
+		return m.SharedSwiGLULimit
+	}
+	return m.SwiGLULimit
 }
 
 // gatedAct is the experts' gated activation: act(gate) * up, or
@@ -72,7 +96,7 @@ func clampedFfn(b *core.Builder, x core.Value, dim, hidden int64) core.Value {
 // halves).
 func (m *MoE) gatedAct(b *core.Builder, fn string, gate, up core.Value) core.Value {
 	if m.SwiGLULimit > 0 {
-		return clampedSwiGLU(b, gate, up, false)
+		return clampedSwiGLU(b, gate, up, false, m.LimitAfterAct)
 	}
 	return b.Mul("act_mul", Activation(b, fn, gate), up)
 }

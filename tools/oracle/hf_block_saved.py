@@ -43,8 +43,8 @@
 # ends with the bytes of the parameters (tied ones once) and of their
 # gradients after the backward. With eagerexperts transformers 5's MoE
 # experts run its per-expert loop (experts_implementation "eager", the
-# default being grouped_mm). layer_types and mlp_layer_types are cut to
-# LAYERS with the layers.
+# default being grouped_mm). layer_types, mlp_layer_types and Ling 3's
+# swiglu_limits and swiglu_limits_shared are cut to LAYERS with the layers.
 import collections.abc
 import gc
 import json
@@ -64,7 +64,7 @@ dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
-for key in ("layer_types", "mlp_layer_types"):  # per-layer lists cut with the layers (from_pretrained validates their length)
+for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits)
     if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
         setattr(cfg, key, getattr(cfg, key)[:layers])
 cfg._attn_implementation = attn
