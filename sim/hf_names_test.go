@@ -92,24 +92,12 @@ func TestHFNamesAsTransformers(t *testing.T) {
 }
 
 // expandBlocks is the module paths a Describe row's path stands for: one
-// per block of each range ("layer.0-1.attention": layer.0.attention and
-// layer.1.attention).
+// per block of each index list ("layer.0-1.attention": layer.0.attention
+// and layer.1.attention; "layers.0,2.mlp").
 func expandBlocks(path string) []string {
 	out := []string{""}
 	for i, part := range strings.Split(path, ".") {
-		var alts []string
-		if lo, hi, ok := strings.Cut(part, "-"); ok {
-			a, errA := strconv.Atoi(lo)
-			b, errB := strconv.Atoi(hi)
-			if errA == nil && errB == nil {
-				for k := a; k <= b; k++ {
-					alts = append(alts, strconv.Itoa(k))
-				}
-			}
-		}
-		if alts == nil {
-			alts = []string{part}
-		}
+		alts := blockIndices(part)
 		var next []string
 		for _, o := range out {
 			for _, a := range alts {
@@ -121,6 +109,27 @@ func expandBlocks(path string) []string {
 			}
 		}
 		out = next
+	}
+	return out
+}
+
+// blockIndices expands one path component: "0-2,5" is 0, 1, 2 and 5; any
+// other component is itself.
+func blockIndices(part string) []string {
+	var out []string
+	for _, r := range strings.Split(part, ",") {
+		lo, hi, _ := strings.Cut(r, "-")
+		if hi == "" {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		if errA != nil || errB != nil {
+			return []string{part}
+		}
+		for k := a; k <= b; k++ {
+			out = append(out, strconv.Itoa(k))
+		}
 	}
 	return out
 }

@@ -443,7 +443,8 @@ func (c *hfConfig) checkTotal(estimate float64) {
 // attnDropout maps the probabilities-dropout pa and the output dropout po
 // of an attention block onto Attention.Dropout, which drops both with one
 // probability: equal, or pa = 0 with a separate Dropout after the block,
-// the module name (a path from the block) the model gives that dropout.
+// the module name (a path from the block) the model gives that dropout
+// ("" for a functional one, no module).
 func (c *hfConfig) attnDropout(paKey string, pa, po float64, name string) (float64, []core.Layer) {
 	switch {
 	case pa == po:

@@ -164,6 +164,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
+	if f.fused {
+		at.QKVName = "qkv_proj" // Phi3Attention's
+	}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
 	at.QKNormAfterRope = f.qkNormAfterRope
 	at.ProbsDropoutOnly = probsOnly

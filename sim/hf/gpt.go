@@ -83,11 +83,12 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
-		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, SoftmaxFP32: true, EagerMask: true}
+		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, QKVName: "query_key_value", OutName: "dense",
+		SoftmaxFP32: true, EagerMask: true}
 	if rotary > 0 { // GPTNeoXModel's rotary_emb: rotary_pct of each head, then a cat
 		at.RopeTables, at.RopeTablesDim, at.RopeCat = "rotary_emb", ropeWidth(hd, rotary), true
 	}
-	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po, InName: "dense_h_to_4h", OutName: "dense_4h_to_h"}
 	attnBranch := seq(append([]core.Layer{&nn.Norm{Name: "input_layernorm", Dim: hidden, Bias: true}, at}, after...)...)
 	mlpBranch := seq(&nn.Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}, mlp)
 	var block core.Layer
@@ -132,14 +133,14 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *core.Model {
 	if !affine && c.err == nil {
 		c.err = &units.Error{Msg: `"layer_norm_elementwise_affine" = false (layer norms without weights) is not supported yet`}
 	}
-	drop, after := c.attnDropout("attention_dropout", pa, po, "dropout")
+	drop, after := c.attnDropout("attention_dropout", pa, po, "") // OPTDecoderLayer's functional dropout: no module
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(ffn)) + float64(vocab)*float64(proj) + float64(positions+2)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
-		Impl: attn, Causal: true, Dropout: drop}
-	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias, Dropout: po}
+		Impl: attn, Causal: true, Dropout: drop, OutName: "out_proj"}
+	mlp := &nn.MLP{Dim: hidden, Hidden: ffn, Act: act, Bias: bias, Dropout: po, Inline: true} // OPTDecoderLayer's own fc1, fc2
 	attnNorm := &nn.Norm{Name: "self_attn_layer_norm", Dim: hidden, Bias: true}
 	mlpNorm := &nn.Norm{Name: "final_layer_norm", Dim: hidden, Bias: true}
 	attnBody := append([]core.Layer{at}, after...)
@@ -186,8 +187,8 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	at := &nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
-		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: true}
-	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true, Dropout: po}
+		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, QKVName: "query_key_value", OutName: "dense", SoftmaxFP32: true}
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true, Dropout: po, InName: "dense_h_to_4h", OutName: "dense_4h_to_h"}
 	ln1 := &nn.Norm{Name: "input_layernorm", Dim: hidden, Bias: true}
 	ln2 := &nn.Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}
 	attnBody := append([]core.Layer{at}, after...)
@@ -277,12 +278,13 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	at := &nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
-		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Dropout: drop, Rope: !alibi, FusedQKV: true}
+		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Dropout: drop, Rope: !alibi, FusedQKV: true,
+		QKVName: "query_key_value", OutName: "dense"}
 	if !alibi { // FalconModel's rotary_emb and causal mask, Llama's (with ALiBi the mask carries the bias: not checked)
 		at.RopeTables, at.EagerMask = "rotary_emb", true
 	}
 	attnPart := append([]core.Layer{at}, after...)
-	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias}
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias, InName: "dense_h_to_4h", OutName: "dense_4h_to_h"}
 	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }
 	var outDrop []core.Layer
 	if po > 0 {

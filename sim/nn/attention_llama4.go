@@ -56,9 +56,10 @@ func (a *Attention) rotate(b *core.Builder, name string, x core.Value, shape []i
 	return y
 }
 
-// l2HeadNorm is Llama4TextL2Norm over each head of x ([..., heads*hd]).
+// l2HeadNorm is Llama4TextL2Norm over each head of x ([..., heads*hd]),
+// the attention's one qk_norm module, called on q and on k (name).
 func l2HeadNorm(b *core.Builder, name string, x core.Value) core.Value {
-	defer b.Scope(name)()
+	defer b.Scope("qk_norm")()
 	dt := b.Dtype(x)
 	s := b.Shape(x)
 	x32 := b.Cast(x, units.FP32, "fp32 copy of the L2-normed "+name)
@@ -88,7 +89,7 @@ func (a *Attention) qkL2(b *core.Builder, q, k core.Value, s []int64, h, kv, d i
 		b.Val(y).Shape = core.WithLast(s, heads*d)
 		return y
 	}
-	return norm("q_norm", q, h), norm("k_norm", k, kv)
+	return norm("q", q, h), norm("k", k, kv)
 }
 
 // tempTune is the NoPE layers' temperature tuning of q.

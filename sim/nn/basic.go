@@ -157,6 +157,10 @@ func (d *Dropout) Lower(b *core.Builder, x core.Value) core.Value {
 	return b.Dropout("dropout", x, d.P)
 }
 
+// DefaultName: an unnamed dropout is no module (nn.functional.dropout,
+// OPTDecoderLayer's); it runs in its parent's scope either way.
+func (d *Dropout) DefaultName() string { return "" }
+
 // Act is an elementwise activation: gelu, relu, silu, tanh, sigmoid.
 type Act struct {
 	Name string

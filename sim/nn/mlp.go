@@ -37,6 +37,17 @@ type MLP struct {
 	// projection and the activation (BertIntermediate and BertOutput:
 	// intermediate.dense, output.dense); "" = both in Name.
 	OutModule string
+	// Inline: the MLP is no module of its own, its projections its
+	// parent's (OPTDecoderLayer's fc1 and fc2); Name must be empty.
+	Inline bool
+}
+
+// DefaultName is "mlp", or none when Inline.
+func (m *MLP) DefaultName() string {
+	if m.Inline {
+		return ""
+	}
+	return "mlp"
 }
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
@@ -78,6 +89,9 @@ func (m *MLP) Validate(path string) error {
 	}
 	if m.Dropout < 0 || m.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
+	}
+	if m.Inline && m.Name != "" {
+		return units.Errorf(path, "an inline MLP has no module, so no name (got %q)", m.Name)
 	}
 	if m.OutModule != "" && m.gated() {
 		return units.Errorf(path, "a separate output module is modelled for an ungated MLP only (got %s)", m.Act)

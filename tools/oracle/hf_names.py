@@ -1,6 +1,6 @@
-"""The module tree of the encoders and GPT-2 as transformers builds them from the tiny configs in sim/testdata/hf, one
-JSON line per model class: named_parameters() (each distinct tensor once, with its element count), the other names a
-tied tensor answers to (named_parameters(remove_duplicate=False): an alias and the name named_parameters() gives it) and
+"""The module tree of the encoders, GPT-2, GPT-NeoX, OPT, BLOOM, Falcon and Llama 4 as transformers builds them from
+configs in sim/testdata/hf (tiny ones, and the small published OPT-125M, BLOOM-560M, Pythia-160M), one JSON line per
+model class: named_parameters() (each distinct tensor once, with its element count), the other names a tied tensor answers to (named_parameters(remove_duplicate=False): an alias and the name named_parameters() gives it) and
 named_modules(). sim/hf_names_test.go holds memsh's parameter and module names against them (the names rule: users see
 and write the model's own names).
 
@@ -28,6 +28,12 @@ CASES = [
     ("deberta-v3-tiny.json", "DebertaV2", HEADS),
     ("modernbert-tiny.json", "ModernBert", HEADS),
     ("modernbert-tiny-clscls.json", "ModernBert", ("ForSequenceClassification",)),
+    ("falcon-tiny.json", "Falcon", ("ForCausalLM",)),
+    ("falcon-tiny-newarch.json", "Falcon", ("ForCausalLM",)),
+    ("opt-125m.json", "OPT", ("ForCausalLM",)),
+    ("bloom-560m.json", "Bloom", ("ForCausalLM",)),
+    ("pythia-160m.json", "GPTNeoX", ("ForCausalLM",)),
+    ("llama4-tiny.json", "Llama4", ("ForCausalLM",)),
 ]
 
 for config, prefix, heads in CASES:
