@@ -130,7 +130,10 @@ func ModelBuiltins() []host.Builtin {
 			"a padded [batch, seq + 1] int64 copy, which cross-entropy saves at batch 1, and at a larger batch a shifted " +
 			"[batch, seq] int64 copy, saved, the padded one freed when the loss returns; it needs vocab= and loss=\"cross_entropy\".\n\n" +
 			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
-			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
+			"tie_embeddings, and describe(), a table of modules with their parameter counts: each module of the model's own " +
+			"tree once (a language model a VL reader splits around its tower is one row, its parts summed), a tower's " +
+			"modules as rows of their own (model.vision_tower, model.multi_modal_projector), parents before their " +
+			"children; the top-level rows sum to params.",
 		Fn: modelFn,
 	}}
 }

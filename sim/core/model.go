@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/memsh/memsh/sim/units"
@@ -469,34 +468,4 @@ func (b *Builder) totalWeight(i int32, name string, dt units.DType) Value {
 	tw := b.Out(i, name, nil, dt, "nll_loss total_weight (0-dim, saved)")
 	b.Val(tw).Grad = false
 	return tw
-}
-
-// Describe lists the modules with their parameter counts.
-func (m *Model) Describe() []ModuleRow {
-	var out []ModuleRow
-	for _, l := range m.Layers {
-		Walk(l, ChildPath("", nil, l), func(path string, x Layer) {
-			if ModuleName(x) == "" {
-				return // how a block is written (sequential, residual), not a module
-			}
-			out = append(out, ModuleRow{Path: path, Kind: x.Kind(), Summary: x.Summary(), Params: x.Params()})
-		})
-	}
-	if m.Vocab > 0 {
-		p := m.outDim() * m.Vocab
-		s := fmt.Sprintf("%d -> %d", m.outDim(), m.Vocab)
-		if m.Tied() {
-			p, s = 0, s+" (tied to the embedding)"
-		}
-		out = append(out, ModuleRow{Path: m.Head(), Kind: "linear", Summary: s, Params: p})
-	}
-	return out
-}
-
-// ModuleRow is one line of Model.Describe.
-type ModuleRow struct {
-	Path    string
-	Kind    string
-	Summary string
-	Params  int64
 }

@@ -36,11 +36,12 @@ type Gemma4AudioTower struct {
 	TextDim           int64
 }
 
-func (a *Gemma4AudioTower) Kind() string           { return "gemma4_audio_tower" }
-func (a *Gemma4AudioTower) Label() string          { return "" }
-func (a *Gemma4AudioTower) Children() []core.Layer { return nil }
-func (a *Gemma4AudioTower) InDim() int64           { return a.TextDim }
-func (a *Gemma4AudioTower) OutDim() int64          { return a.TextDim }
+func (a *Gemma4AudioTower) Kind() string              { return "gemma4_audio_tower" }
+func (a *Gemma4AudioTower) Label() string             { return "" }
+func (a *Gemma4AudioTower) Children() []core.Layer    { return nil }
+func (a *Gemma4AudioTower) Modules() []core.ModuleRow { return tensorModules(a.Kind(), a.weights) }
+func (a *Gemma4AudioTower) InDim() int64              { return a.TextDim }
+func (a *Gemma4AudioTower) OutDim() int64             { return a.TextDim }
 
 func (a *Gemma4AudioTower) headDim() int64 { return a.Dim / a.Heads }
 

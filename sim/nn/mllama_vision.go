@@ -56,13 +56,14 @@ type MllamaVision struct {
 	Impl         string
 }
 
-func (v *MllamaVision) Kind() string           { return "mllama_vision" }
-func (v *MllamaVision) Label() string          { return "" }
-func (v *MllamaVision) DefaultName() string    { return "" } // vision_model and multi_modal_projector name themselves
-func (v *MllamaVision) Children() []core.Layer { return nil }
-func (v *MllamaVision) InDim() int64           { return v.TextDim }
-func (v *MllamaVision) OutDim() int64          { return v.TextDim }
-func (v *MllamaVision) ReadsImages() bool      { return true }
+func (v *MllamaVision) Kind() string              { return "mllama_vision" }
+func (v *MllamaVision) Label() string             { return "" }
+func (v *MllamaVision) DefaultName() string       { return "" } // vision_model and multi_modal_projector name themselves
+func (v *MllamaVision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *MllamaVision) Children() []core.Layer    { return nil }
+func (v *MllamaVision) InDim() int64              { return v.TextDim }
+func (v *MllamaVision) OutDim() int64             { return v.TextDim }
+func (v *MllamaVision) ReadsImages() bool         { return true }
 
 // tokens is the tokens of one tile: its patches and the class token.
 func (v *MllamaVision) tokens() int64 { return (v.Image/v.Patch)*(v.Image/v.Patch) + 1 }

@@ -81,14 +81,15 @@ type LlavaVision struct {
 // (LLaVA's vision_feature_layer).
 const FieldFeatureLayer Field = "feature layer"
 
-func (v *LlavaVision) Kind() string           { return "llava_vision" }
-func (v *LlavaVision) Label() string          { return "" }
-func (v *LlavaVision) DefaultName() string    { return "" } // vision_tower and multi_modal_projector name themselves
-func (v *LlavaVision) Children() []core.Layer { return nil }
-func (v *LlavaVision) InDim() int64           { return v.TextDim }
-func (v *LlavaVision) OutDim() int64          { return v.TextDim }
-func (v *LlavaVision) ReadsImages() bool      { return true }
-func (v *LlavaVision) ReadsVideos() bool      { return v.Videos }
+func (v *LlavaVision) Kind() string              { return "llava_vision" }
+func (v *LlavaVision) Label() string             { return "" }
+func (v *LlavaVision) DefaultName() string       { return "" } // vision_tower and multi_modal_projector name themselves
+func (v *LlavaVision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *LlavaVision) Children() []core.Layer    { return nil }
+func (v *LlavaVision) InDim() int64              { return v.TextDim }
+func (v *LlavaVision) OutDim() int64             { return v.TextDim }
+func (v *LlavaVision) ReadsImages() bool         { return true }
+func (v *LlavaVision) ReadsVideos() bool         { return v.Videos }
 
 // tokens is the tower's tokens a tile: its patches, and CLIP's class token.
 func (v *LlavaVision) tokens() int64 {

@@ -58,13 +58,14 @@ type Gemma3Vision struct {
 // mm_tokens_per_image).
 const FieldImageTokens Field = "image tokens"
 
-func (v *Gemma3Vision) Kind() string           { return "gemma3_vision" }
-func (v *Gemma3Vision) Label() string          { return "" }
-func (v *Gemma3Vision) DefaultName() string    { return "" } // vision_tower and multi_modal_projector name themselves
-func (v *Gemma3Vision) Children() []core.Layer { return nil }
-func (v *Gemma3Vision) InDim() int64           { return v.TextDim }
-func (v *Gemma3Vision) OutDim() int64          { return v.TextDim }
-func (v *Gemma3Vision) ReadsImages() bool      { return true }
+func (v *Gemma3Vision) Kind() string              { return "gemma3_vision" }
+func (v *Gemma3Vision) Label() string             { return "" }
+func (v *Gemma3Vision) DefaultName() string       { return "" } // vision_tower and multi_modal_projector name themselves
+func (v *Gemma3Vision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *Gemma3Vision) Children() []core.Layer    { return nil }
+func (v *Gemma3Vision) InDim() int64              { return v.TextDim }
+func (v *Gemma3Vision) OutDim() int64             { return v.TextDim }
+func (v *Gemma3Vision) ReadsImages() bool         { return true }
 
 // tokensSide is int(mm_tokens_per_image ** 0.5), the soft tokens a side.
 func (v *Gemma3Vision) tokensSide() int64 { return int64(math.Sqrt(float64(v.Tokens))) }

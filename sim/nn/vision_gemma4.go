@@ -92,6 +92,15 @@ func (v *Gemma4VisionTower) TowerParams() int64 {
 // Params: the tower and embed_vision's projection.
 func (v *Gemma4VisionTower) Params() int64 { return v.TowerParams() + v.Dim*v.TextDim }
 
+// Modules are describe()'s rows (core.ModuleLister): vision_tower and
+// embed_vision, beside language_model in Gemma4Model.
+func (v *Gemma4VisionTower) Modules() []core.ModuleRow {
+	return []core.ModuleRow{
+		{Path: "vision_tower", Kind: v.Kind(), Summary: v.Summary(), Params: v.TowerParams()},
+		{Path: "embed_vision", Kind: v.Kind(), Summary: fmt.Sprintf("%d -> %d", v.Dim, v.TextDim), Params: v.Dim * v.TextDim},
+	}
+}
+
 func (v *Gemma4VisionTower) Summary() string {
 	return fmt.Sprintf("%d layers of %d, %d heads of %d, patch %d, pool %d, %d soft tokens an image, -> %d", v.Depth, v.Dim, v.Heads, v.HeadDim,
 		v.Patch, v.Pool, v.MaxSoftTokens, v.TextDim)

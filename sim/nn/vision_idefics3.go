@@ -68,14 +68,15 @@ type Idefics3Vision struct {
 	NoSplit bool
 }
 
-func (v *Idefics3Vision) Kind() string           { return "idefics3_vision" }
-func (v *Idefics3Vision) Label() string          { return "" }
-func (v *Idefics3Vision) DefaultName() string    { return "" } // vision_model and connector name themselves
-func (v *Idefics3Vision) Children() []core.Layer { return nil }
-func (v *Idefics3Vision) InDim() int64           { return v.TextDim }
-func (v *Idefics3Vision) OutDim() int64          { return v.TextDim }
-func (v *Idefics3Vision) ReadsImages() bool      { return true }
-func (v *Idefics3Vision) ReadsVideos() bool      { return v.Videos }
+func (v *Idefics3Vision) Kind() string              { return "idefics3_vision" }
+func (v *Idefics3Vision) Label() string             { return "" }
+func (v *Idefics3Vision) DefaultName() string       { return "" } // vision_model and connector name themselves
+func (v *Idefics3Vision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *Idefics3Vision) Children() []core.Layer    { return nil }
+func (v *Idefics3Vision) InDim() int64              { return v.TextDim }
+func (v *Idefics3Vision) OutDim() int64             { return v.TextDim }
+func (v *Idefics3Vision) ReadsImages() bool         { return true }
+func (v *Idefics3Vision) ReadsVideos() bool         { return v.Videos }
 
 // side is the patches of a tile's side: image_size // patch_size, as the
 // convolution (stride patch_size, no padding) and num_patches_per_side

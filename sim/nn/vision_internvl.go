@@ -66,13 +66,14 @@ type InternVLVision struct {
 	Impl        string
 }
 
-func (v *InternVLVision) Kind() string           { return "internvl_vision" }
-func (v *InternVLVision) Label() string          { return "" }
-func (v *InternVLVision) DefaultName() string    { return "" } // vision_tower and multi_modal_projector name themselves
-func (v *InternVLVision) Children() []core.Layer { return nil }
-func (v *InternVLVision) InDim() int64           { return v.TextDim }
-func (v *InternVLVision) OutDim() int64          { return v.TextDim }
-func (v *InternVLVision) ReadsImages() bool      { return true }
+func (v *InternVLVision) Kind() string              { return "internvl_vision" }
+func (v *InternVLVision) Label() string             { return "" }
+func (v *InternVLVision) DefaultName() string       { return "" } // vision_tower and multi_modal_projector name themselves
+func (v *InternVLVision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *InternVLVision) Children() []core.Layer    { return nil }
+func (v *InternVLVision) InDim() int64              { return v.TextDim }
+func (v *InternVLVision) OutDim() int64             { return v.TextDim }
+func (v *InternVLVision) ReadsImages() bool         { return true }
 
 func (v *InternVLVision) mergedDim() int64 { return v.Dim * v.Merge * v.Merge }
 

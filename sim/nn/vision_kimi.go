@@ -81,13 +81,14 @@ const (
 // kimiTaps is the bicubic kernel's taps a patch (4 x 4).
 const kimiTaps = 16
 
-func (v *KimiVision) Kind() string           { return "kimi_vision" }
-func (v *KimiVision) Label() string          { return "" }
-func (v *KimiVision) DefaultName() string    { return "" } // vision_tower and mm_projector name themselves
-func (v *KimiVision) Children() []core.Layer { return nil }
-func (v *KimiVision) InDim() int64           { return v.TextDim }
-func (v *KimiVision) OutDim() int64          { return v.TextDim }
-func (v *KimiVision) ReadsImages() bool      { return true }
+func (v *KimiVision) Kind() string              { return "kimi_vision" }
+func (v *KimiVision) Label() string             { return "" }
+func (v *KimiVision) DefaultName() string       { return "" } // vision_tower and mm_projector name themselves
+func (v *KimiVision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *KimiVision) Children() []core.Layer    { return nil }
+func (v *KimiVision) InDim() int64              { return v.TextDim }
+func (v *KimiVision) OutDim() int64             { return v.TextDim }
+func (v *KimiVision) ReadsImages() bool         { return true }
 
 // VideosRefused says why Kimi K2.5's videos are refused: its video path
 // (transformers 5.25.0, models/kimi_k25) is not the images' one.

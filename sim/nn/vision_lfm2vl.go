@@ -81,13 +81,14 @@ const (
 	FieldDownsampleFactor Field = "downsample factor"
 )
 
-func (v *Lfm2VlVision) Kind() string           { return "lfm2_vl_vision" }
-func (v *Lfm2VlVision) Label() string          { return "" }
-func (v *Lfm2VlVision) DefaultName() string    { return "" } // vision_tower and multi_modal_projector name themselves
-func (v *Lfm2VlVision) Children() []core.Layer { return nil }
-func (v *Lfm2VlVision) InDim() int64           { return v.TextDim }
-func (v *Lfm2VlVision) OutDim() int64          { return v.TextDim }
-func (v *Lfm2VlVision) ReadsImages() bool      { return true }
+func (v *Lfm2VlVision) Kind() string              { return "lfm2_vl_vision" }
+func (v *Lfm2VlVision) Label() string             { return "" }
+func (v *Lfm2VlVision) DefaultName() string       { return "" } // vision_tower and multi_modal_projector name themselves
+func (v *Lfm2VlVision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *Lfm2VlVision) Children() []core.Layer    { return nil }
+func (v *Lfm2VlVision) InDim() int64              { return v.TextDim }
+func (v *Lfm2VlVision) OutDim() int64             { return v.TextDim }
+func (v *Lfm2VlVision) ReadsImages() bool         { return true }
 
 func (v *Lfm2VlVision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 

@@ -65,13 +65,14 @@ const (
 	FieldMaxTiles Field = "tiles an image"
 )
 
-func (v *Llama4Vision) Kind() string           { return "llama4_vision" }
-func (v *Llama4Vision) Label() string          { return "" }
-func (v *Llama4Vision) DefaultName() string    { return "" } // vision_model and multi_modal_projector name themselves
-func (v *Llama4Vision) Children() []core.Layer { return nil }
-func (v *Llama4Vision) InDim() int64           { return v.TextDim }
-func (v *Llama4Vision) OutDim() int64          { return v.TextDim }
-func (v *Llama4Vision) ReadsImages() bool      { return true }
+func (v *Llama4Vision) Kind() string              { return "llama4_vision" }
+func (v *Llama4Vision) Label() string             { return "" }
+func (v *Llama4Vision) DefaultName() string       { return "" } // vision_model and multi_modal_projector name themselves
+func (v *Llama4Vision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *Llama4Vision) Children() []core.Layer    { return nil }
+func (v *Llama4Vision) InDim() int64              { return v.TextDim }
+func (v *Llama4Vision) OutDim() int64             { return v.TextDim }
+func (v *Llama4Vision) ReadsImages() bool         { return true }
 
 func (v *Llama4Vision) headDim() int64 { return v.Dim / v.Heads }
 

@@ -74,13 +74,14 @@ type PixtralVision struct {
 	Impl  string
 }
 
-func (v *PixtralVision) Kind() string           { return "pixtral_vision" }
-func (v *PixtralVision) Label() string          { return "" }
-func (v *PixtralVision) DefaultName() string    { return "" } // vision_tower and multi_modal_projector name themselves
-func (v *PixtralVision) Children() []core.Layer { return nil }
-func (v *PixtralVision) InDim() int64           { return v.TextDim }
-func (v *PixtralVision) OutDim() int64          { return v.TextDim }
-func (v *PixtralVision) ReadsImages() bool      { return true }
+func (v *PixtralVision) Kind() string              { return "pixtral_vision" }
+func (v *PixtralVision) Label() string             { return "" }
+func (v *PixtralVision) DefaultName() string       { return "" } // vision_tower and multi_modal_projector name themselves
+func (v *PixtralVision) Modules() []core.ModuleRow { return tensorModules(v.Kind(), v.tensors) }
+func (v *PixtralVision) Children() []core.Layer    { return nil }
+func (v *PixtralVision) InDim() int64              { return v.TextDim }
+func (v *PixtralVision) OutDim() int64             { return v.TextDim }
+func (v *PixtralVision) ReadsImages() bool         { return true }
 
 func (v *PixtralVision) patchIn() int64   { return v.Channels * v.Patch * v.Patch }
 func (v *PixtralVision) mergedDim() int64 { return v.Dim * v.Merge * v.Merge }

@@ -62,6 +62,35 @@ func registerTensors(b *core.Builder, n int64, each func(tensorFn)) {
 	each(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
 }
 
+// tensorModules are the modules a tower names itself (core.ModuleLister):
+// one row for each first component of the names of the tensors each
+// lists ("vision_tower", "multi_modal_projector"), in the order met, with
+// its tensors' elements; a tensor of no module of its own (LLaVA-NeXT's
+// image_newline) is a row of kind "parameter".
+func tensorModules(kind string, each func(tensorFn)) []core.ModuleRow {
+	var rows []core.ModuleRow
+	var tensors []int
+	at := map[string]int{}
+	each(func(name string, shape []int64, _ core.Role) {
+		module, _, nested := strings.Cut(name, ".")
+		i, ok := at[module]
+		if !ok {
+			i, at[module] = len(rows), len(rows)
+			k := kind
+			if !nested {
+				k = "parameter"
+			}
+			rows, tensors = append(rows, core.ModuleRow{Path: module, Kind: k}), append(tensors, 0)
+		}
+		rows[i].Params += core.Numel(shape)
+		tensors[i]++
+	})
+	for i := range rows {
+		rows[i].Summary = fmt.Sprintf("%d tensors", tensors[i])
+	}
+	return rows
+}
+
 // countTensors is the elements of the tensors each lists whose names
 // start with prefix ("" for all).
 func countTensors(each func(tensorFn), prefix string) int64 {

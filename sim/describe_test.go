@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// TestDescribeModules holds model.describe()'s rows for every hf_config
+// family with a vision or audio tower to the model's own tree: each path
+// once (a language model a reader splits around the tower is one row),
+// the top-level rows' parameters summing to the model's, and each module
+// directly under the model (model.vision_tower, model.multi_modal_projector,
+// model.language_model, lm_head; Llama 4's vision_model sits at the root)
+// holding what transformers' named_parameters() holds under that prefix.
+// A tied head is 0 rows' worth (transformers lists its weight once, under
+// the embedding), so a missing lm_head figure must be a row of 0.
+//
+// The figures: nice -n 10 /work/venv-t/bin/python tools/oracle/hf_module_params.py CONFIG...
+// (transformers 5.25.0, torch 2.15.0, on the meta device).
+func TestDescribeModules(t *testing.T) {
+	cases := []struct {
+		config string
+		hf     map[string]int64 // transformers' parameters under each top-level module; nil: not measured
+	}{
+		{"gemma3-vl-tiny.json", map[string]int64{"model.vision_tower": 26912, "model.multi_modal_projector": 2080, "model.language_model": 165056}},
+		{"gemma4-av-tiny.json", map[string]int64{"model.vision_tower": 24384, "model.language_model": 707072, "model.audio_tower": 52148, "model.embed_vision": 4096, "model.embed_audio": 6144}},
+		{"gemma4-vl-bidir-tiny.json", map[string]int64{"model.vision_tower": 24384, "model.language_model": 707072, "model.embed_vision": 4096}},
+		{"gemma4-vl-std-tiny.json", map[string]int64{"model.vision_tower": 24384, "model.language_model": 707072, "model.embed_vision": 4096}},
+		{"gemma4-vl-tiny.json", map[string]int64{"model.vision_tower": 24384, "model.language_model": 707072, "model.embed_vision": 4096}},
+		{"idefics3-odd-tiny.json", map[string]int64{"model.vision_model": 23840, "model.connector": 8192, "model.text_model": 93248, "lm_head": 19200}},
+		{"idefics3-tiny.json", map[string]int64{"model.vision_model": 23840, "model.connector": 8192, "model.text_model": 93248, "lm_head": 19200}},
+		{"internvl-qknorm-tiny.json", map[string]int64{"model.vision_tower": 36512, "model.multi_modal_projector": 12672, "model.language_model": 139840, "lm_head": 65536}},
+		{"internvl-rms-tiny.json", map[string]int64{"model.vision_tower": 36384, "model.multi_modal_projector": 12672, "model.language_model": 139840, "lm_head": 65536}},
+		{"internvl-tiny.json", map[string]int64{"model.vision_tower": 36640, "model.multi_modal_projector": 12672, "model.language_model": 139840, "lm_head": 65536}},
+		{"lfm2_vl-moe-tiny.json", map[string]int64{"model.vision_tower": 19232, "model.multi_modal_projector": 9584, "model.language_model": 198496}},
+		{"lfm2_vl-nonorm-tiny.json", map[string]int64{"model.vision_tower": 20768, "model.multi_modal_projector": 9328, "model.language_model": 209760, "lm_head": 16384}},
+		{"lfm2_vl-tiny.json", map[string]int64{"model.vision_tower": 19232, "model.multi_modal_projector": 9584, "model.language_model": 209760}},
+		{"llama4-vision-tiny.json", map[string]int64{"vision_model": 53376, "multi_modal_projector": 3072, "language_model": 195648}},
+		{"llava-next-tiny.json", map[string]int64{"model.image_newline": 64, "model.vision_tower": 45152, "model.multi_modal_projector": 6272, "model.language_model": 139584, "lm_head": 65536}},
+		{"llava-onevision-tiny.json", map[string]int64{"model.image_newline": 64, "model.vision_tower": 45056, "model.multi_modal_projector": 6272, "model.language_model": 139840, "lm_head": 65536}},
+		{"llava-pixtral-tiny.json", map[string]int64{"model.vision_tower": 39456, "model.multi_modal_projector": 6272, "model.language_model": 139584, "lm_head": 65536}},
+		{"llava-tiny-last.json", map[string]int64{"model.vision_tower": 45152, "model.multi_modal_projector": 6272, "model.language_model": 139584, "lm_head": 65536}},
+		{"llava-tiny.json", map[string]int64{"model.vision_tower": 45152, "model.multi_modal_projector": 6272, "model.language_model": 139584, "lm_head": 65536}},
+		{"ministral3-vl-tiny.json", map[string]int64{"model.vision_tower": 39456, "model.multi_modal_projector": 10272, "model.language_model": 139584, "lm_head": 65536}},
+		{"mllama-tiny.json", map[string]int64{"model.vision_model": 91911, "model.language_model": 164996, "model.multi_modal_projector": 6208, "lm_head": 16384}},
+		{"qwen2-vl-tiny.json", map[string]int64{"model.visual": 79552, "model.language_model": 93504}},
+		{"qwen2.5-vl-tiny.json", map[string]int64{"model.visual": 104800, "model.language_model": 93504}},
+		{"qwen3-vl-moe-tiny.json", map[string]int64{"model.visual": 160288, "model.language_model": 130848}},
+		{"qwen3-vl-tiny.json", map[string]int64{"model.visual": 160288, "model.language_model": 130336}},
+		{"qwen3.5-vl-tiny.json", map[string]int64{"model.visual": 110240, "model.language_model": 186792}},
+		{"smolvlm-tiny.json", map[string]int64{"model.vision_model": 25376, "model.connector": 32768, "model.text_model": 93248, "lm_head": 19200}},
+		{"glm4v-tiny.json", map[string]int64{"model.visual": 90848, "model.language_model": 93760, "lm_head": 19200}},
+		{"glm4v-moe-tiny.json", map[string]int64{"model.visual": 90848, "model.language_model": 99904, "lm_head": 19200}},
+		{"kimi-k2.5-tiny.json", nil}, // trust_remote_code: no transformers class to count
+	}
+	for _, c := range cases {
+		t.Run(c.config, func(t *testing.T) {
+			opts := hf.Options{Attn: "sdpa"}
+			if strings.HasPrefix(c.config, "lfm2_vl") {
+				opts.Processor = lfm2VLProcessor("") // the tiny tower's patches
+			}
+			m, err := hf.FromConfigOptions(readHF(t, c.config), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := m.Describe()
+			seen := map[string]int64{}
+			var top int64
+			for _, r := range rows {
+				if _, dup := seen[r.Path]; dup {
+					t.Errorf("%s listed twice", r.Path)
+				}
+				seen[r.Path] = r.Params
+				if !strings.Contains(r.Path, ".") {
+					top += r.Params
+				}
+			}
+			if top != m.Params() {
+				t.Errorf("top-level rows sum to %d parameters, the model has %d", top, m.Params())
+			}
+			for path, want := range c.hf {
+				got, ok := seen[path]
+				if !ok {
+					t.Errorf("no row %s (transformers: %d parameters)", path, want)
+				} else if got != want {
+					t.Errorf("%s: %d parameters, transformers %d", path, got, want)
+				}
+			}
+			if c.hf == nil {
+				return
+			}
+			var under int64 // transformers' parameters under model.
+			for path, n := range c.hf {
+				if strings.HasPrefix(path, "model.") {
+					under += n
+				}
+			}
+			if got, ok := seen["model"]; ok && got != under {
+				t.Errorf("model: %d parameters, transformers %d", got, under)
+			}
+			for path, got := range seen {
+				if _, ok := c.hf[path]; !ok && got != 0 && isTopModule(path) {
+					t.Errorf("%s: %d parameters, no such module in transformers' tree", path, got)
+				}
+			}
+		})
+	}
+}
+
+// isTopModule says whether path names a module directly under the root or
+// under model: the depth the figures are summed at.
+func isTopModule(path string) bool {
+	first, rest, nested := strings.Cut(path, ".")
+	return nested && first == "model" && !strings.Contains(rest, ".") || !nested && path != "model"
+}
