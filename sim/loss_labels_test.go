@@ -88,3 +88,64 @@ func labelTensors(tr *replay.Trace) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestMegatronLossLabels: Megatron-Core's vocabulary-parallel losses read
+// the batch's labels, [batch, seq] int64 (get_batch; the dataset shifted
+// them), through labels.transpose(0, 1).contiguous()
+// (LanguageModule.compute_language_model_loss): a [seq, batch] copy at a
+// batch over 1, made in the loss's forward and freed when the function
+// returns, in the forward (vocab_parallel_cross_entropy saves its own
+// masked_target, Transformer Engine's kernel none); a view at batch 1.
+// Read from Megatron-Core's source, not measured.
+func TestMegatronLossLabels(t *testing.T) {
+	cfg := ropeConfig(t, "llama-gqa-tiny.json", 1, nil)
+	for _, tc := range []struct {
+		loss  string // Parallelism.LossParallel: "" Megatron's, or its fused or Transformer Engine's
+		batch int64
+		want  []string
+	}{
+		{"", 1, []string{"labels 128 setup-after"}},
+		{"", 2, []string{"labels 256 setup-after", "labels_transposed 256 forward-forward"}},
+		{core.MegatronFusedCE, 2, []string{"labels 256 setup-after", "labels_transposed 256 forward-forward"}},
+		{core.TEParallelCE, 2, []string{"labels 256 setup-after", "labels_transposed 256 forward-forward"}},
+	} {
+		p := hfOraclePlan(t, cfg, hf.Options{Attn: "sdpa"}, "bf16")
+		p.Batch, p.Seq = tc.batch, 16
+		p.Parallel = core.Parallelism{TP: 2, LossParallel: tc.loss}
+		r, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := megatronLabelTensors(r.Trace); !slices.Equal(got, tc.want) {
+			t.Errorf("loss %q, batch %d: the labels %q, want %q", tc.loss, tc.batch, got, tc.want)
+		}
+	}
+}
+
+// megatronLabelTensors lists the batch's labels and their transposed copy
+// in tr's steady step: "name bytes made-freed" by phase, "after" for one
+// alive at the step's end.
+func megatronLabelTensors(tr *replay.Trace) []string {
+	made := map[string]string{}
+	for _, e := range tr.SteadyEvents() {
+		if e.Tensor != "labels" && e.Tensor != "loss.labels_transposed" {
+			continue
+		}
+		name := e.Tensor[strings.LastIndex(e.Tensor, ".")+1:]
+		switch e.Action {
+		case "alloc":
+			made[e.Tensor] = fmt.Sprintf("%s %d %s", name, e.Size, e.Phase)
+		case "free_completed":
+			made[e.Tensor] += "-" + e.Phase.String()
+		}
+	}
+	var out []string
+	for _, v := range made {
+		if strings.Count(v, "-") == 0 {
+			v += "-after"
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}

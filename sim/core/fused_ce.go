@@ -60,7 +60,8 @@ func (b *Builder) fuseVocabParallelCE(i int32, softmax Value) {
 // (element_mul_kernel) and returns them: the saved logits become the
 // logits' gradient (GradsInForward).
 func (b *Builder) teParallelCE(x Value) Value {
-	i := b.AddOp("cross_entropy", TEParallelCEOp, []Value{x})
+	lab, local := b.megatronLabels(x)
+	i := b.AddOp("cross_entropy", TEParallelCEOp, []Value{x, lab})
 	rows := Rows(b.Shape(x))
 	tp := max(b.Par.Tpn(), 1)
 	mdxy := b.Out(i, "m_d_X_y", []int64{3 * rows}, units.FP32, "each row's max, sum of exponentials and target logit (online_softmax_kernel)")
@@ -76,6 +77,9 @@ func (b *Builder) teParallelCE(x Value) Value {
 	op.Flops = 5 * float64(Numel(b.Shape(x)))
 	if tp > 1 {
 		b.RecordComm("all_gather", "tp", units.FP32.Bytes(3*rows*tp), false)
+	}
+	if local != NoValue {
+		b.Release("labels", []Value{local}) // compute_language_model_loss's local, freed when it returns
 	}
 	return loss
 }

@@ -411,7 +411,8 @@ func (b *Builder) vocabParallelCE(x Value) Value {
 	if b.Par.fusedCE {
 		name = FusedVocabParallelCE
 	}
-	i := b.AddOp("cross_entropy", name, []Value{x})
+	lab, local := b.megatronLabels(x)
+	i := b.AddOp("cross_entropy", name, []Value{x, lab})
 	sm := b.Out(i, "softmax", b.Shape(x), units.FP32, "fp32 softmax of the logits shard (saved; becomes the gradient in place)")
 	b.Val(sm).Grad = false
 	t := Rows(b.Shape(x))
@@ -428,6 +429,9 @@ func (b *Builder) vocabParallelCE(x Value) Value {
 		for range 3 {
 			b.RecordComm("all_reduce", "tp", units.FP32.Bytes(t), false)
 		}
+	}
+	if local != NoValue {
+		b.Release("labels", []Value{local}) // compute_language_model_loss's local, freed when it returns
 	}
 	return loss
 }

@@ -143,7 +143,7 @@ func (pr *pricer) flashCE(op *core.OpInfo) OpCost {
 // cross-entropy took its kernels' bytes, which made a vocabulary-parallel
 // loss look several times cheaper than the same loss on one GPU.
 func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
-	if op.Kind != "cross_entropy" || len(op.In) != 1 || pr.dispatch.compiles() { // every op comes here: the name last
+	if op.Kind != "cross_entropy" || len(op.In) == 0 || len(op.In) > 2 || pr.dispatch.compiles() { // the logits, and Megatron's the targets; every op comes here: the name last
 		return OpCost{}, false
 	}
 	name := localName(op)
