@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -25,7 +25,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\", and the same four for roberta and xlm-roberta " +
 			"(\"RobertaForMaskedLM\", \"XLMRobertaModel\", ...: BERT's layers with positions from pad_token_id + 1, RoBERTa's lm_head, " +
-			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE), " +
+			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE); " +
+			"BERT's batches carry the tokenizer's token_type_ids ([batch, seq] int64, saved by the lookup), and token_type_ids=False leaves them out " +
+			"(a tokenizer or collator without them), so the embeddings make their own from their buffer: from transformers 5.0 a [1, seq] gather, " +
+			"its lookup broadcast over the batch, before a view of the buffer (bert only: RoBERTa's batches carry none already), " +
 			"and for modernbert (ModernBERT, transformers 5.1: pre-norm layers without biases, a fused Wqkv with rope, GeGLU in one Wi, " +
 			"every global_attn_every_n_layers-th layer global and the others seeing local_attention / 2 tokens either side, masked under \"sdpa\" and \"eager\" once the sequence reaches that, " +
 			"the padded batch under every attn as transformers 5.1 and later run it) \"ModernBertForMaskedLM\", \"ModernBertModel\", \"ModernBertForSequenceClassification\" " +
@@ -238,11 +241,11 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var path string
 	attn := "sdpa"
 	var arch starlark.Value = starlark.None
-	mtp := false
+	mtp, tokenTypes := false, true
 	transformers := hf.DefaultTransformers
 	var expertsV, linearV, procV starlark.Value = starlark.None, starlark.None, starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers,
-		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV); err != nil {
+		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV, "token_type_ids?", &tokenTypes); err != nil {
 		return nil, err
 	}
 	procPath, procData := "", []byte(nil)
@@ -300,7 +303,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts,
-		LinearAttn: linearAttn, Processor: procData})
+		LinearAttn: linearAttn, Processor: procData, NoTokenTypes: !tokenTypes})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

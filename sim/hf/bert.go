@@ -55,9 +55,8 @@ import (
 // new storage; nn.AddEmbedding.BufferIDs). Its token types are the
 // tokenizer's [batch, seq] int64 (BertTokenizer's model_input_names holds
 // token_type_ids, and the Trainer hands the forward every column it
-// takes), saved by the lookup. A batch without them is not modelled: 5.x
-// would gather a new [1, seq] from the buffer, 4.x view it, 8 x (batch -
-// 1) x seq and 8 x batch x seq bytes fewer.
+// takes), saved by the lookup. A batch without them
+// (hf_config(token_type_ids=False)) makes its own: setBERTTokenTypes.
 func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	roberta := c.modelType != "bert"
 	hidden := c.size("hidden_size")
@@ -204,13 +203,33 @@ func (c *hfConfig) numLabels() int64 {
 	return c.sizeOr("num_labels", 2)
 }
 
+// setBERTTokenTypes makes BERT's token-type ids the embeddings' own, for
+// a batch without token_type_ids (Options.NoTokenTypes): BertEmbeddings
+// reads its token_type_ids buffer. From tokenTypeGatherSince it gathers
+// it at position_ids[:, :seq] (torch.gather(buffer.expand(1, -1), 1,
+// position_ids), then .expand(batch, seq)): a new [1, seq] int64 the
+// lookup saves, its output [1, seq, hidden] added over the batch; before,
+// buffer[:, :seq].expand(batch, seq), a view (the lookup's output [batch,
+// seq, hidden]). Measured (tools/oracle/loss_labels.py, bert-tiny.json,
+// transformers 5.25.0, torch 2.15.0, 16 tokens): without token_type_ids a
+// gather of [1, 16] int64, 128 B, at batch 1 and 2 alike, saved, freed in
+// the backward; with them none (the batch's are saved).
+func setBERTTokenTypes(layers []core.Layer, gather bool) {
+	forTokenTypes(layers, func(e *nn.AddEmbedding) { e.PerSample, e.BufferIDs = !gather, !gather })
+}
+
 // setTokenTypeView sets whether RoBERTa's token-type ids are a view of
 // its buffer (before tokenTypeGatherSince) or a new [batch, seq] gather.
 func setTokenTypeView(layers []core.Layer, view bool) {
+	forTokenTypes(layers, func(e *nn.AddEmbedding) { e.BufferIDs = view })
+}
+
+// forTokenTypes calls set on the token_type_embeddings of layers.
+func forTokenTypes(layers []core.Layer, set func(*nn.AddEmbedding)) {
 	var walk func(l core.Layer)
 	walk = func(l core.Layer) {
 		if e, ok := l.(*nn.AddEmbedding); ok && e.Name == "token_type_embeddings" {
-			e.BufferIDs = view
+			set(e)
 		}
 		for _, c := range l.Children() {
 			walk(c)

@@ -194,6 +194,11 @@ type Options struct {
 	// do_image_splitting; lfm2_vl: Lfm2VlImageProcessor's tiling and image
 	// token options); any other family refuses it.
 	Processor []byte
+	// NoTokenTypes: BERT's batches carry no token_type_ids (a tokenizer or
+	// collator without them), so its embeddings make their own from the
+	// token_type_ids buffer (setBERTTokenTypes); only model_type "bert"
+	// takes it (RoBERTa's and XLM-RoBERTa's batches carry none already).
+	NoTokenTypes bool
 }
 
 // FromConfigOptions builds the model a config.json describes, with opts.
@@ -203,7 +208,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mtp = opts.MTP
+	c.mtp, c.noTokenTypes = opts.MTP, opts.NoTokenTypes
 	if opts.Processor != nil {
 		if c.proc, err = parseProcessor(opts.Processor); err != nil {
 			return nil, err

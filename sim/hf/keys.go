@@ -18,10 +18,12 @@ type hfConfig struct {
 	raw       map[string]any
 	modelType string
 	name      string
-	mtp       bool   // build the multi-token prediction modules the checkpoint holds
-	arch      string // the model class built (Options.Arch or architectures[0]; "" for the default)
-	prefix    string // the path of a nested object's keys in config.json ("text_config."; "" at the top)
-	ownBase   bool   // the model names its base itself (Llama4ForConditionalGeneration's language_model.model, BERT's and RoBERTa's), not the family's base
+	mtp       bool // build the multi-token prediction modules the checkpoint holds
+	// noTokenTypes: BERT's batches carry no token_type_ids (Options.NoTokenTypes)
+	noTokenTypes bool
+	arch         string // the model class built (Options.Arch or architectures[0]; "" for the default)
+	prefix       string // the path of a nested object's keys in config.json ("text_config."; "" at the top)
+	ownBase      bool   // the model names its base itself (Llama4ForConditionalGeneration's language_model.model, BERT's and RoBERTa's), not the family's base
 	// mrope: the language model of a vision-language model, whose
 	// multimodal rotary cos and sin carry the batch of their 3-D position
 	// ids (nn.Attention.RopeTablesBatch)

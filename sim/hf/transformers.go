@@ -302,6 +302,13 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	if fam.modelType == "roberta" || fam.modelType == "xlm-roberta" {
 		setTokenTypeView(m.Layers, !atLeast(v, tokenTypeGatherSince))
 	}
+	if c.noTokenTypes {
+		if fam.modelType != "bert" {
+			return &units.Error{Msg: fmt.Sprintf("token_type_ids=False: model_type %q has no token types to leave out", fam.modelType),
+				Hint: "only BERT's batches carry token_type_ids (RoBERTa's and XLM-RoBERTa's tokenizers hand none, as hf_config builds them); leave token_type_ids out"}
+		}
+		setBERTTokenTypes(m.Layers, atLeast(v, tokenTypeGatherSince))
+	}
 	if fam.modelType == "falcon" {
 		setFalconShared(m.Layers, atLeast(v, falconSharedSince))
 	}
