@@ -146,8 +146,10 @@ var hfFamilies = []hfFamily{
 	// the first with models/kimi_linear (absent from 5.16.0; pip download
 	// --no-deps, unzip -l). Kimi Delta Attention and NoPE MLA layers,
 	// DeepSeek-V3's MoE (kimi_linear.go); memsh follows 5.25.0's modelling
-	// (5.17.0's runs the same training forward; dt_bias and the router
-	// stay fp32 from 5.24: kdaFP32Since, keepGateSince).
+	// (5.17.0's modeling_kimi_linear.py, read against it, differs in its
+	// cache paths, the eager experts' one_hot width and the fp32 keeps:
+	// dt_bias and the router stay fp32 from 5.24, kdaFP32Since and
+	// keepGateSince; 5.23.0 measured, sim/kimi_linear_test.go).
 	{modelType: "kimi_linear", prefix: "KimiLinear", base: "model", heads: decoderHeads, build: buildKimiLinear, noEager: true, since: [2]int{5, 17}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
 	// before text_config's decoder (llava.go).

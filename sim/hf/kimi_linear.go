@@ -166,6 +166,7 @@ func (c *hfConfig) kimiLayerTypes(layers int64) []bool {
 		full[i] = fullSet[int64(i)] && !kdaSet[int64(i)]
 		if !fullSet[int64(i)] && !kdaSet[int64(i)] {
 			la.fail("kda_layers", "and full_attn_layers leave layer %d out (1-based; transformers' KimiLinearModel fails on a layer of neither kind)", i+1)
+			la.err.Hint = fmt.Sprintf("list each layer 1..%d in kda_layers or full_attn_layers, as Kimi-Linear-48B-A3B's config.json does", len(full))
 			c.err = la.err
 			return full
 		}
