@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 )
 
@@ -65,21 +68,7 @@ func TestDescribeModules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows := m.Describe()
-			seen := map[string]int64{}
-			var top int64
-			for _, r := range rows {
-				if _, dup := seen[r.Path]; dup {
-					t.Errorf("%s listed twice", r.Path)
-				}
-				seen[r.Path] = r.Params
-				if !strings.Contains(r.Path, ".") {
-					top += r.Params
-				}
-			}
-			if top != m.Params() {
-				t.Errorf("top-level rows sum to %d parameters, the model has %d", top, m.Params())
-			}
+			seen := describeRows(t, m)
 			for path, want := range c.hf {
 				got, ok := seen[path]
 				if !ok {
@@ -114,4 +103,54 @@ func TestDescribeModules(t *testing.T) {
 func isTopModule(path string) bool {
 	first, rest, nested := strings.Cut(path, ".")
 	return nested && first == "model" && !strings.Contains(rest, ".") || !nested && path != "model"
+}
+
+// TestDescribeEveryConfig holds describe() of every config under
+// testdata/hf that hf_config reads without options to its two rules:
+// each path once, the top-level rows summing to the model's parameters
+// (a head's bias counted in its row; a head or layer whose path sits in
+// another layer's module, RobertaClassificationHead's
+// classifier.out_proj, counted in that module's row too).
+func TestDescribeEveryConfig(t *testing.T) {
+	files, err := filepath.Glob("testdata/hf/*.json")
+	if err != nil || len(files) < 100 {
+		t.Fatalf("%d configs under testdata/hf (%v)", len(files), err)
+	}
+	read := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := hf.FromConfig(data, "sdpa")
+		if err != nil {
+			continue // a config hf_config refuses, or one that needs options
+		}
+		read++
+		t.Run(filepath.Base(f), func(t *testing.T) { describeRows(t, m) })
+	}
+	if read < 100 {
+		t.Errorf("hf_config read %d of %d configs", read, len(files))
+	}
+}
+
+// describeRows checks m.Describe()'s rules (each path once, the top-level
+// rows summing to m.Params()) and gives each row's parameters by path.
+func describeRows(t *testing.T, m *core.Model) map[string]int64 {
+	t.Helper()
+	seen := map[string]int64{}
+	var top int64
+	for _, r := range m.Describe() {
+		if _, dup := seen[r.Path]; dup {
+			t.Errorf("%s listed twice", r.Path)
+		}
+		seen[r.Path] = r.Params
+		if !strings.Contains(r.Path, ".") {
+			top += r.Params
+		}
+	}
+	if top != m.Params() {
+		t.Errorf("top-level rows sum to %d parameters, the model has %d", top, m.Params())
+	}
+	return seen
 }

@@ -34,7 +34,7 @@ type ModuleLister interface {
 func (m *Model) Describe() []ModuleRow {
 	var t moduleTree
 	for _, l := range m.Layers {
-		t.walk("", nil, l)
+		t.walk("", nil, l, "")
 	}
 	if m.Vocab > 0 {
 		p := m.outDim() * m.Vocab
@@ -42,14 +42,19 @@ func (m *Model) Describe() []ModuleRow {
 		if m.Tied() {
 			p, s = 0, s+" (tied to the embedding)"
 		}
+		if m.HeadBias {
+			p, s = p+m.Vocab, s+", bias"
+		}
 		t.add(ModuleRow{Path: m.Head(), Kind: "linear", Summary: s, Params: p}, nil)
+		t.within(m.Head(), "", p) // a head inside a layer's module
 	}
 	return t.rows()
 }
 
 // walk adds l, the child of the layer of at path parent, and the layers
-// below it.
-func (t *moduleTree) walk(parent string, of, l Layer) {
+// below it; owner is the path of the row of the nearest module l is a
+// layer of ("" for none).
+func (t *moduleTree) walk(parent string, of, l Layer, owner string) {
 	if ml, ok := l.(ModuleLister); ok {
 		for _, r := range ml.Modules() {
 			r.Path = JoinName(parent, r.Path)
@@ -60,9 +65,11 @@ func (t *moduleTree) walk(parent string, of, l Layer) {
 	path := ChildPath(parent, of, l)
 	if ModuleName(l) != "" { // else how a block is written (sequential, residual), not a module
 		t.add(ModuleRow{Path: path, Kind: l.Kind(), Summary: l.Summary(), Params: l.Params()}, l)
+		t.within(path, owner, l.Params())
+		owner = path
 	}
 	for _, c := range l.Children() {
-		t.walk(path, l, c)
+		t.walk(path, l, c, owner)
 	}
 }
 
@@ -89,16 +96,28 @@ func (t *moduleTree) add(r ModuleRow, l Layer) {
 		return
 	}
 	row := &t.list[i]
-	row.Params += r.Params
 	if s, ok := l.(*Sequential); ok && row.Kind == r.Kind {
+		row.Params += r.Params
 		t.seqs[r.Path] = append(t.seqs[r.Path][:len(t.seqs[r.Path]):len(t.seqs[r.Path])], s.Layers...)
 		row.Summary = (&Sequential{Layers: t.seqs[r.Path]}).Summary()
-		return
 	}
-	if row.Kind != r.Kind {
-		row.Kind += "+" + r.Kind
+	// else the same module called again (Granite's residual_multiplier,
+	// twice a block): one row.
+}
+
+// within adds n parameters to the rows of path's listed ancestors below
+// owner's: modules that hold path's though it is no layer of theirs (a
+// layer labelled classifier.out_proj beside the classifier pooler, as
+// RobertaClassificationHead names it; the model's head).
+func (t *moduleTree) within(path, owner string, n int64) {
+	for {
+		k, ok := t.parent(path)
+		if !ok || t.list[k].Path == owner {
+			return
+		}
+		t.list[k].Params += n
+		path = t.list[k].Path
 	}
-	row.Summary += "; " + r.Summary
 }
 
 // rows is the list in the tree's order: each row's children (the rows
