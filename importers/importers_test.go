@@ -94,6 +94,14 @@ func runImportCases(t *testing.T, cases []importCase) {
 func replayPlan(t *testing.T, name, src string, more map[string]string) (string, replayedStep) {
 	t.Helper()
 	src += "\n_r = simulate(plan)\n_d = \"%s; params %d; device_used %d, peak_allocated %d\" % (str(plan), plan.model.params, _r.device_used, _r.peak_allocated)\n" + replayedStepScript
+	globals := runScript(t, name, src, more)
+	return globals["_d"].(starlark.String).GoString(), replayedStepOf(t, globals)
+}
+
+// runScript runs a script (and the testdata files it reads, by name) and
+// returns its globals.
+func runScript(t *testing.T, name, src string, more map[string]string) starlark.StringDict {
+	t.Helper()
 	files := fstest.MapFS{name: {Data: []byte(src)}}
 	for n, p := range more {
 		data, err := os.ReadFile(filepath.Join("testdata", p))
@@ -109,7 +117,7 @@ func replayPlan(t *testing.T, name, src string, more map[string]string) (string,
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, src)
 	}
-	return globals["_d"].(starlark.String).GoString(), replayedStepOf(t, globals)
+	return globals
 }
 
 // errorCase is a config that cannot become a plan: the error must name

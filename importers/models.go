@@ -4,10 +4,21 @@ package importers
 // function and its size argument.
 type zooModel struct{ fn, size string }
 
-// expr is the model as a Starlark expression, after its load.
+// expr is the model as a Starlark expression, after its load, as a
+// trainer with its own model and loop runs it (torchtune, torchtitan): its loader yields the labels shifted, so
+// nothing pads or copies them (torchtune's SFTDataset, datasets/_sft.py:165-176
+// at bd2a0fc, shifts them and appends one ignored label; torchtitan's
+// TextProcessor, hf_datasets/text_datasets.py:143-145 at b5bcd76c6, takes
+// tokens[1:]); the loss reads them as they come (torchtune's
+// _loss_step, recipes/full_finetune_single_device.py:551-564; torchtitan's
+// cross_entropy_loss, components/loss.py:32-60). Their models make no
+// position_ids of their own: torchtune's TransformerDecoder is handed
+// input_pos only by a packed or context-parallel batch
+// (data/_collate.py:267-270), torchtitan's Decoder the loader's
+// positions (components/data/collators.py:56-78), batch tensors either way.
 func (m zooModel) expr(p *plan) string {
 	p.load("@stdlib//llm.star", m.fn)
-	return call(m.fn, str(m.size))
+	return call(m.fn, str(m.size), kw("pad_labels", "False"), kw("position_ids", "False"))
 }
 
 // torchtuneModels maps torchtune's model builders (torchtune.models.*;

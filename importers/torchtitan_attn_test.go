@@ -29,7 +29,7 @@ func TestTorchtitanPyAttention(t *testing.T) {
 		file: pyRecipes,
 		step: noAC,
 		opts: override("varlen"),
-		hand: `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b", attn = "flash"), ` + tail,
+		hand: `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b", pad_labels = False, position_ids = False, attn = "flash"), ` + tail,
 	}, {
 		name:        "flex_flash: FlexAttention's FLASH backend",
 		file:        pyRecipes,

@@ -15,9 +15,9 @@ const (
 	pyGraphs    = "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph (distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)"
 	pyRegistry  = "torchtitan/models/llama3/config_registry.py"
 	pyRecipes   = "torchtitan/recipes/llama3_recipes.py"
-	pyLlama8B   = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b", attn = "flex"), `
-	pyLlama70B  = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-70b", attn = "flex"), `
-	pyLlama405B = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-405b", attn = "flex"), `
+	pyLlama8B   = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b", pad_labels = False, position_ids = False, attn = "flex"), `
+	pyLlama70B  = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-70b", pad_labels = False, position_ids = False, attn = "flex"), `
+	pyLlama405B = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-405b", pad_labels = False, position_ids = False, attn = "flex"), `
 )
 
 // TestTorchtitanPy imports torchtitan's own Llama 3 config functions

@@ -17,7 +17,7 @@ func TestTorchtitan(t *testing.T) {
 		step: torchtitanLocalStep(1, 1, 64, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		name: "llama3_70b on its 64 A100s: 8-way TP, FSDP over the rest",
@@ -25,7 +25,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(8, 1, 64/8, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
@@ -34,7 +34,7 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 		step: torchtitanLocalStep(2, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "training.compile=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              compile = "blocks", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name: "llama3_8b as torchtitan's Float8 rows ran it: tensorwise, weights gathered in fp8",
@@ -43,7 +43,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "compile.enable=true", "model.converters=float8",
 			"float8.enable_fsdp_float8_all_gather=true", "float8.precompute_float8_dynamic_scale_for_fsdp=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
              compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
@@ -52,7 +52,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(2, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "model.converters=float8", `float8.filter_fqns=["output", "auto_filter_small_kn"]`}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
              float8 = "tensorwise", float8_auto_filter = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
@@ -62,7 +62,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
 			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, float8 = "tensorwise", gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
@@ -75,7 +75,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 			"float8.recipe_name=rowwise"}},
 		notModelled: []string{"float8.recipe_name: rowwise with tensor parallelism (the input gathered in bf16, then cast rowwise)"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
@@ -88,7 +88,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 			`float8.filter_fqns=["output", "auto_filter_small_kn"]`}},
 		notModelled: []string{"float8.filter_fqns: auto_filter_small_kn with tensor parallelism (memsh converts every linear)"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, float8 = "tensorwise", gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
@@ -99,7 +99,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 		opts:        Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
 		notModelled: []string{"parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
@@ -111,7 +111,7 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=1", "training.seq_len=262144",
 			"activation_checkpoint.mode=full", "parallelism.context_parallel_degree=8"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"))`,
 	}, {
 		name: "llama3_8b on 16 GPUs with 2 pipeline stages: torch's pipelining, FSDP kept unsharded between micro-batches",
@@ -119,7 +119,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixe
 		step: torchtitanLocalStep(8, 1, 16/2, 8192),
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
              micro_batches = 8, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
@@ -129,7 +129,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
 			"parallelism.pipeline_parallel_microbatch_size=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
              micro_batches = 4, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
@@ -138,7 +138,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(8, 1, 64/(8*4), 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.pipeline_parallel_degree=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 2, fsdp = True, reshard_after_forward = False, tp = 8, sequence_parallel = True,
              tp_runtime = "torch", loss_parallel = "torch", pp = 4, schedule = "1f1b", micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
@@ -149,7 +149,7 @@ plan = train(llama("llama3-70b"), batch = 1, seq = 8192, precision = "bf16-mixed
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
 			"parallelism.pipeline_parallel_schedule=Interleaved1F1B"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "interleaved",
              virtual_stages = 2, micro_batches = 8, stage_layers = [8, 9, 8, 7], pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
@@ -159,7 +159,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		opts:        Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
 		notModelled: []string{"parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2))`,
 	}, {
 		name:  "llama3_8b on one GPU, the model from its config.json",
@@ -177,12 +177,12 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 func TestTorchtitanReleases(t *testing.T) {
 	const v022 = "torchtitan/llama3_8b_v0.2.2.toml"
 	const llama8b = `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
 	// v0.2.x passes activation_checkpoint.early_stop, False by default, to
 	// each block's checkpoint: the recompute runs the whole block
 	const llama8bV022 = `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", early_stop = False), gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
 	runImportCases(t, []importCase{{
 		// its [quantize.linear.float8] without the converter, validation.enable
@@ -192,7 +192,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(1, 1, 64, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		// components/quantization/float8.py at v0.2.2, line 238: the converter
@@ -203,7 +203,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "compile.enable=true", "model.converters=quantize.linear.float8",
 			"quantize.linear.float8.enable_fsdp_float8_all_gather=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
              compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
@@ -227,7 +227,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.dtype=bfloat16"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		// distributed/activation_checkpoint.py:226-235 at v0.2.2: the partitioner's
@@ -237,7 +237,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", opti
 		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(budget = 0.5), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name: "v0.2.2's memory_budget mode at 0.2",
@@ -245,7 +245,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget", "activation_checkpoint.memory_budget=0.2"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(budget = 0.2), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name: "early_stop true (the recompute stops early, as before v0.2.0), another compile backend, the ptrr balancer: said, not replayed",
@@ -257,7 +257,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 			"parallelism.context_parallel_load_balancer: ptrr (FlexAttention's balancer)",
 		},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"))`,
 	}, {
 		// torchtitan reads the pipeline's keys only when pipeline_parallel_degree > 1
@@ -288,7 +288,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 			"parallelism.enable_async_tensor_parallel: the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)",
 		},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", compile = True,
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", compile = True,
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"))`,
 	}, {
 		// maybe_enable_async_tp is called only with tp > 1

@@ -17,7 +17,7 @@ func TestTorchtune(t *testing.T) {
 		step: torchtuneStep(2, 1, 1, 1, 1, 2048),
 		opts: Options{Seq: 2048},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 2048, precision = "bf16", optimizer = paged_adamw8bit(in_backward = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 2048, precision = "bf16", optimizer = paged_adamw8bit(in_backward = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB")`,
 	}, {
 		name: "8B_lora_single_device",
@@ -25,7 +25,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, precision = "bf16", opti
 		step: torchtuneStep(2, 8, 1, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPU: "A100-40GB"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False), checkpoint = "full",
              loss_chunks = 8, gpu = "A100-40GB")`,
 	}, {
@@ -34,7 +34,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precisio
 		step: torchtuneStep(2, 8, 1, 1, 1, 2048),
 		opts: Options{Seq: 2048, GPU: "RTX-4090"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False), quant = "torchao-nf4",
              checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
 	}, {
@@ -43,7 +43,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precisio
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -52,7 +52,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"enable_fp8_training=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -61,7 +61,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"enable_fp8_training=True", "fp8_recipe_name=rowwise"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, float8 = "rowwise", gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -93,7 +93,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		step: torchtuneStep(2, 4, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"gradient_accumulation_steps=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 4, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, grad_accum = 4, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -104,7 +104,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 4, precisio
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"compile=null", "compile.loss=False", "compile.optimizer_step=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", compile = True, loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -113,7 +113,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"compile=null", "compile.model=False"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -155,7 +155,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		opts:        Options{Seq: 4096, GPUs: 8, Overrides: []string{"tensor_parallel_dim=2", "tensor_parallel_plan._component_=torchtune.models.llama3.base_llama_tp_plan"}},
 		notModelled: []string{"loss.num_output_chunks: 8 output chunks with tensor parallelism (memsh replays the logits unchunked)"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
                                  fsdp_units = ["embed_tokens", "lm_head"]))`,
@@ -170,7 +170,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 			"loss.num_output_chunks: 8 output chunks with tensor parallelism (memsh replays the logits unchunked)",
 		},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -180,7 +180,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"dtype=null"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "fp32", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -191,7 +191,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", opti
 		step: torchtuneStep(2, 8, 1, 1, 1, 2048),
 		opts: Options{Seq: 2048, GPU: "RTX-4090", Overrides: []string{"model.quantize_base=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False), quant = "torchao-nf4",
              checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
 	}, {
@@ -203,7 +203,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precisio
 		step: torchtuneStep(2, 1, 8, 1, 2, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"context_parallel_dim=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather", fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -213,7 +213,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		opts:        Options{Seq: 4096, GPUs: 8, Overrides: []string{"context_parallel_dim=2", "context_parallel_rotate_method=alltoall"}},
 		notModelled: []string{"context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, cp = 2, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -223,7 +223,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"data_parallel_replicate_dim=2", "data_parallel_shard_dim=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, dp_replicate = 2, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}})
