@@ -197,6 +197,12 @@ var flopCauses = []flopCause{
 			"computes (n+1)/(2n) of the full with n key blocks of 128",
 		want: causalSDPA(0)},
 	{cases: "^(llama_ckpt|granite_ckpt)$", module: `\.self_attn$`, phase: 2, why: "causal SDPA, recomputed (as its forward)", want: causalSDPA(2)},
+	{cases: "^longcat_flash_grouped$", module: `^model\.layers\.\d+\.self_attn\.[01]$`, phase: 0,
+		why:  "LongCat-Flash's two MLAs a layer, causal SDPA (the CPU's flash kernel: v and qk head dims equal): FlopCounterMode counts the full s x s scores, memsh half",
+		want: causalSDPA(0)},
+	{cases: "^longcat_flash_grouped$", module: `^model\.layers\.\d+\.self_attn\.[01]$`, phase: 1,
+		why:  "LongCat-Flash's causal SDPA backward: 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
+		want: causalSDPA(1)},
 	{cases: causalSDPACases, module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 1,
 		why: "causal SDPA's backward: half, as the forward, and 2 x its forward where FlopCounterMode counts FlashAttention's five " +
 			"backward matmuls (S recomputed: 2.5 x); memsh's model FLOPs (MFU, r.modules) take the usual 2 x (model_flops.go), " +
@@ -281,6 +287,11 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // flops.py --cases bailing_hybrid_grouped appended: Ling 3's KDA layers
 // (full-rank gates, fp32 conv1d), its gated MLA with the rotary
 // embedding, the experts, the same;
+// the longcat_flash_grouped line with 5.25.0, flops.py --cases
+// longcat_flash_grouped appended: LongCat-Flash's two MLAs (LoRA-scaled)
+// and MLPs a layer, the router's fp32 GEMM over routed and zero experts,
+// the experts over every slot, zero ones included, every module equal but
+// causal SDPA's causes;
 // the deberta_v2 line
 // with 5.25.0, flops.py --cases deberta_v2 appended: DeBERTa-v3's eager
 // disentangled attention (c2p and p2c bmm) and the relative embeddings'

@@ -165,6 +165,16 @@ var hfFamilies = []hfFamily{
 	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).
 	{modelType: "llama4", prefix: "Llama4", base: "model", heads: vlHeads, build: buildLlama4, noFlash: true, vl: true, since: [2]int{4, 51}},
 	{modelType: "llama4_text", prefix: "Llama4", base: "model", heads: decoderHeads, build: buildLlama4, noFlash: true, since: [2]int{4, 51}},
+	// longcat_flash: the 4.57.0 wheel is the first with
+	// models/longcat_flash (absent from 4.56.2), but memsh models 5.25.0's
+	// (longcat.go): 4.57 loops over an nn.ModuleList of experts and
+	// nn.Identity zero experts, and 5.0.0 to 5.24.0 (read: the 5.0.0,
+	// 5.2.0, 5.8.0, 5.12.0, 5.17.0, 5.18.0, 5.19.0, 5.21.0, 5.23.0 and 5.24.0
+	// wheels) build a gate_up_proj of n_routed_experts + zero_expert_num
+	// experts and run the zero experts in the per-expert loop. Eager is
+	// not modelled for MLA.
+	{modelType: "longcat_flash", prefix: "LongcatFlash", base: "model", heads: decoderHeads, build: buildLongcatFlash, noEager: true, since: [2]int{5, 25},
+		sinceWhy: "5.0 to 5.24 give gate_up_proj rows for the zero experts and loop over them; 4.57 loops over nn.Linear and nn.Identity experts", experts: &hfExperts{weightsFP32: true}},
 	// lfm2: the 4.54.0 release, the first after "LFM2" was merged
 	// (huggingface/transformers#39340, 2025-07-10; its model page: "added
 	// to Hugging Face Transformers on 2025-07-10"). lfm2.go.

@@ -495,6 +495,8 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 			gemma4Copies[x], gemma4Copies[&c] = &c, &c
 			rebuilt++
 			return &c
+		case *nn.LongcatLayer: // LongCat-Flash's shortcut MoE
+			x.MoE = walk(x.MoE)
 		case *nn.HyperConnection: // DeepSeek-V4's sub-blocks
 			x.Inner = walk(x.Inner)
 		case *nn.Parallel:

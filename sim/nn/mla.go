@@ -61,6 +61,12 @@ type MLA struct {
 	// output), cast to the hidden state's dtype and multiplied into the
 	// attention's output before o_proj (the product saves both).
 	HeadGate bool
+	// LoraScale: LongCat-Flash's LoRA scaling (LongcatFlashMLA.forward,
+	// modular_longcat_flash.py at 5.25.0): q's nope and rope parts times
+	// sqrt(hidden / q_lora_rank) and the normed kv latent times
+	// sqrt(hidden / kv_lora_rank), products by Python floats: new tensors,
+	// nothing saved, kv_b_proj keeping the scaled latent.
+	LoraScale bool
 }
 
 func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
@@ -178,6 +184,10 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	kva := b.Linear("kv_a_proj_with_mqa", core.RoleK, xg, a.Dim, a.KVLora+a.RopeDim, a.Bias)
 	kvn := b.RmsNormSlice("kv_a_layernorm", kva, a.KVLora)
+	if a.LoraScale {
+		q = b.Ew("mul", "q_scaled", []core.Value{q}, b.Shape(q), b.Dtype(q), "q_pass and q_rot times mla_scale_q_lora")
+		kvn = b.Ew("mul", "k_pass_scaled", []core.Value{kvn}, b.Shape(kvn), b.Dtype(kvn), "k_pass times mla_scale_kv_lora")
+	}
 	kvb := b.ColLinear("kv_b_proj", core.RoleV, kvn, kvn, a.KVLora, a.Heads*(a.Nope+a.VDim), h*(a.Nope+a.VDim), false)
 	// rope on the split-off rope parts (views), then the concatenations
 	// the kernel reads: new [T, heads, qk] tensors.

@@ -205,6 +205,15 @@ type MoE struct {
 	// shared_experts, Qwen2-MoE's shared_expert with SharedGate, and
 	// Llama 4's ungated shared_expert with RouterTopKSigmoid.
 	SharedName string
+	// ZeroExperts is LongCat-Flash's zero-computation (identity) experts
+	// (zero_expert_num): the router scores Experts + ZeroExperts, a token's
+	// zero slots add it times their weights, and the routed experts still
+	// run those slots with zero weights (moe_zero.go). 0: none.
+	ZeroExperts int64
+	// ClassifierRouter is LongCat-Flash's router (routeZero): the
+	// router.classifier weight applied in fp32 over Experts + ZeroExperts,
+	// softmax, the correction bias for the top-k, routed_scaling_factor.
+	ClassifierRouter bool
 }
 
 // MoE implementations and routers.
@@ -277,7 +286,7 @@ func (m *MoE) UpdatesExpertBias() bool { return m.ScoreBias }
 // Params counts the router (weight, bias), the routed experts and the
 // shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {
-	n := m.Dim*m.Experts + m.Experts*m.expertMLP().Params()
+	n := m.Dim*(m.Experts+m.ZeroExperts) + m.Experts*m.expertMLP().Params()
 	if m.RouterBias || m.StaticsBias {
 		n += m.Experts
 	}
@@ -295,6 +304,9 @@ func (m *MoE) Summary() string {
 	if m.SharedExperts > 0 {
 		s += fmt.Sprintf(", %d shared", m.SharedExperts)
 	}
+	if m.ZeroExperts > 0 {
+		s += fmt.Sprintf(", %d zero experts", m.ZeroExperts)
+	}
 	if m.Impl != "" && m.Impl != MoELoop {
 		s += ", " + m.Impl
 	}
@@ -308,7 +320,10 @@ func (m *MoE) Validate(path string) error {
 	if err := checkPositive(path, sized{FieldExperts, m.Experts}, sized{FieldTopK, m.TopK}); err != nil {
 		return err
 	}
-	if m.TopK > m.Experts {
+	if m.TopK > m.Experts+m.ZeroExperts {
+		if m.ZeroExperts > 0 {
+			return fieldErr(path, FieldTopK, fmt.Sprintf(" (%d) must be at most ", m.TopK), FieldExperts, fmt.Sprintf(" plus the zero experts (%d + %d)", m.Experts, m.ZeroExperts))
+		}
 		return fieldErr(path, FieldTopK, fmt.Sprintf(" (%d) must be at most ", m.TopK), FieldExperts, fmt.Sprintf(" (%d)", m.Experts)).
 			withHint(FieldTopK, " is how many of the ", FieldExperts, " each token is routed to")
 	}
@@ -357,7 +372,11 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	if !wholeExperts {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}
+	var identity core.Value = core.NoValue
 	r := m.route(b, x)
+	if m.ZeroExperts > 0 {
+		r, identity = m.zeroExperts(b, x, r)
+	}
 	if m.impl() != MoELoop && b.Quantizes(RoleExpertUp) {
 		if at := b.Name(""); !slices.Contains(b.P.QuantSkipped, at) {
 			b.P.QuantSkipped = append(b.P.QuantSkipped, at) // 3-D experts: no nn.Linear for bitsandbytes to replace
@@ -377,6 +396,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if b.Par.Tpn() > 1 && !wholeExperts {
 		out = b.TpReduce("moe", out) // expert outputs summed over tensor-parallel ranks
+	}
+	if identity != core.NoValue {
+		out = b.Add("identity_sum", out, b.Cast(identity, b.Dtype(out), "identity_output.to(hidden_states.dtype)"))
 	}
 	if m.SharedExperts > 0 {
 		out = b.Add("shared_sum", out, m.lowerShared(b, xin))

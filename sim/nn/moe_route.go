@@ -22,6 +22,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 	T := core.Rows(b.Shape(x))
 	E, k := m.Experts, m.TopK
 	r := routing{tokens: T, first: int32(len(b.P.Ops))}
+	if m.ClassifierRouter {
+		return m.routeZero(b, x, r)
+	}
 	switch m.router() {
 	case RouterTopKSigmoid:
 		return m.routeTopKSigmoid(b, x, r)
@@ -222,9 +225,17 @@ func (m *MoE) normTopK(b *core.Builder, w core.Value) core.Value {
 // 16-bit parameters (MoE.KeepRouterFP32).
 func routerParamLinear(b *core.Builder, name string, x core.Value, in, out int64, bias, keepFP32 bool, dt units.DType) core.Value {
 	defer b.Scope(name)()
-	w := b.Param("weight", []int64{out, in}, core.RoleRouter)
+	return paramLinear(b, "weight", x, in, out, bias, keepFP32, dt)
+}
+
+// paramLinear is routerParamLinear's F.linear in the current module, over
+// its parameter weight (LongCat-Flash's router applies its classifier's
+// weight in its own forward: the op is the router's, the parameter
+// router.classifier.weight).
+func paramLinear(b *core.Builder, weight string, x core.Value, in, out int64, bias, keepFP32 bool, dt units.DType) core.Value {
+	w := b.Param(weight, []int64{out, in}, core.RoleRouter)
 	if keepFP32 {
-		keepParamFP32(b, "weight")
+		keepParamFP32(b, weight)
 	}
 	params := []int32{w}
 	if bias {

@@ -16,7 +16,8 @@ deberta-v3-tiny.json, eager, 5.25.0: --cases deberta_v2, appended; its sequence 
 heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta_v2_tok, appended; Kimi Linear,
 kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linear_grouped, appended; LFM2-VL with one
 50 x 70 image under the case's processor options, laid out as lfm2vl.py does, 5.25.0: --cases lfm2_vl_vision, appended;
-Ling 3, bailing_hybrid-tiny.json, without flash-linear-attention: --cases bailing_hybrid_grouped, appended)
+Ling 3, bailing_hybrid-tiny.json, without flash-linear-attention: --cases bailing_hybrid_grouped, appended;
+LongCat-Flash, longcat-flash-tiny.json, 5.25.0: --cases longcat_flash_grouped, appended)
 on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
@@ -104,6 +105,7 @@ CASES = [
     ("deberta_v2_tok", "deberta-v3-tiny-tok.json", "eager", {"labels": "token"}),
     ("kimi_linear_grouped", "kimi_linear-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("bailing_hybrid_grouped", "bailing_hybrid-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("longcat_flash_grouped", "longcat-flash-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
