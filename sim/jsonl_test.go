@@ -8,11 +8,15 @@ import (
 	"testing"
 )
 
-// readJSONL is testdata/name, one T a line (the oracles' fixtures:
-// flops_torch.jsonl, fsdp_live.jsonl, fused_ce_inductor.jsonl).
+// readJSONL is testdata/name (name itself when absolute), one T a line
+// (the oracles' fixtures: flops_torch.jsonl, fsdp_live.jsonl,
+// fused_ce_inductor.jsonl).
 func readJSONL[T any](t testing.TB, name string) []T {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
+	if !filepath.IsAbs(name) {
+		name = filepath.Join("testdata", name)
+	}
+	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,6 +109,11 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			if m.KeepRouterFP32 {
 				keepParamFP32(b, name+".weight")
 			}
+			if m.StaticsBias {
+				// 4.x's Ernie4_5_MoeSparseMoeBlock keeps it beside the
+				// gate (self.moe_statics; 5.x's router holds it).
+				staticsBias(b, "moe_statics.e_score_correction_bias", E)
+			}
 		} else {
 			dt := routerDType(b, b.Prec.Compute)
 			if m.RouterFP32 {
@@ -120,7 +125,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			}
 			logits = routerParamLinear(b, name, x, m.Dim, E, false, m.KeepRouterFP32, dt)
 			if m.StaticsBias {
-				b.Buffer(name+".moe_statics.e_score_correction_bias", []int64{1, E}, units.FP32, "selection bias, a parameter without gradient")
+				staticsBias(b, name+".moe_statics.e_score_correction_bias", E)
 			}
 			if dt != b.Prec.Compute {
 				probsDt = dt // softmax(..., dtype=fp32).type_as(logits)
@@ -296,6 +301,19 @@ func sum64(xs []int64) int64 {
 		n += x
 	}
 	return n
+}
+
+// staticsBias registers ERNIE 4.5 MoE's per-expert selection bias as
+// transformers does: an nn.Parameter of (1, experts) created fp32 with
+// requires_grad=False (Ernie4_5_MoeStatics, modeling_ernie4_5_moe.py at
+// 5.25.0, kept fp32 by _keep_in_fp32_modules_strict): one of
+// named_parameters(), so counted and sharded with the parameters, with no
+// gradient and no optimizer state (the optimizer takes the parameters that
+// require grad).
+func staticsBias(b *core.Builder, name string, experts int64) {
+	pi := b.Param(name, []int64{1, experts}, core.RoleRouter)
+	b.P.Params[pi].Trainable = false
+	keepParamFP32(b, name)
 }
 
 // keepParamFP32 stores the parameter name (under the current scope) in

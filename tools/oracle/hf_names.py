@@ -1,14 +1,24 @@
-"""The module tree of the encoders, GPT-2, GPT-NeoX, OPT, BLOOM, Falcon and Llama 4 as transformers builds them from
-configs in sim/testdata/hf (tiny ones, and the small published OPT-125M, BLOOM-560M, Pythia-160M), one JSON line per
+"""The module tree of the model classes hf_config builds (the encoders, GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, Llama 4
+and one config of every other family whose names match) as transformers builds them from configs in sim/testdata/hf
+(tiny ones, and published ones where a family has no tiny config), one JSON line per
 model class: named_parameters() (each distinct tensor once, with its element count), the other names a tied tensor answers to (named_parameters(remove_duplicate=False): an alias and the name named_parameters() gives it) and
 named_modules(). sim/hf_names_test.go holds memsh's parameter and module names against them (the names rule: users see
 and write the model's own names).
 
     /work/venv-t/bin/python tools/oracle/hf_names.py > sim/testdata/hf_names.jsonl   # transformers 5.25.0, torch 2.15.0
 
-The models are built on the meta device (no weights)."""
+The models are built on the meta device (no weights).
+
+    /work/venv-t/bin/python tools/oracle/hf_names.py --all > /tmp/all.jsonl
+    MEMSH_HF_NAMES=/tmp/all.jsonl go test ./sim -run TestHFNamesAsTransformers
+
+is the survey: every config under sim/testdata/hf (flops/ included) built as the class its "architectures" names
+(AutoModelForCausalLM's, else AutoModel's, where it names none or one transformers lacks), the test listing every
+name memsh's differs in."""
+import glob
 import json
 import os
+import sys
 
 import torch
 import transformers
@@ -34,7 +44,86 @@ CASES = [
     ("bloom-560m.json", "Bloom", ("ForCausalLM",)),
     ("pythia-160m.json", "GPTNeoX", ("ForCausalLM",)),
     ("llama4-tiny.json", "Llama4", ("ForCausalLM",)),
+    # one config of each other family whose names memsh gives as transformers does (the survey below), its
+    # "architectures" class (a published config where the family has no tiny one)
+    ("apertus-tiny.json", "", ("ApertusForCausalLM",)),
+    ("arcee-tiny.json", "", ("ArceeForCausalLM",)),
+    ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
+    ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
+    ("deepseek-v2-tiny.json", "", ("DeepseekV2ForCausalLM",)),
+    ("deepseek-v32-tiny.json", "", ("DeepseekV32ForCausalLM",)),
+    ("flops/deepseek-v3-tiny.json", "", ("DeepseekV3ForCausalLM",)),
+    ("deepseek-v4-tiny.json", "", ("DeepseekV4ForCausalLM",)),
+    ("dots1-tiny.json", "", ("Dots1ForCausalLM",)),
+    ("ernie4_5-tiny.json", "", ("Ernie4_5ForCausalLM",)),
+    ("ernie4_5_moe-tiny.json", "", ("Ernie4_5_MoeForCausalLM",)),
+    ("exaone4-tiny.json", "", ("Exaone4ForCausalLM",)),
+    ("glm-4.5-air.json", "", ("Glm4MoeForCausalLM",)),
+    ("glm-4.7-flash.json", "", ("Glm4MoeLiteForCausalLM",)),
+    ("glm4v-moe-tiny.json", "", ("Glm4vMoeForConditionalGeneration",)),
+    ("glm-5.json", "", ("GlmMoeDsaForCausalLM",)),
+    ("gpt-oss-20b.json", "", ("GptOssForCausalLM",)),
+    ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
+    ("hunyuan_v1_moe-tiny.json", "", ("HunYuanMoEV1ForCausalLM",)),
+    ("idefics3-tiny.json", "", ("Idefics3ForConditionalGeneration",)),
+    ("internvl-rms-tiny.json", "", ("InternVLForConditionalGeneration",)),
+    ("ai21-jamba-1.5-mini.json", "", ("JambaForCausalLM",)),
+    ("kimi_linear-tiny.json", "", ("KimiLinearForCausalLM",)),
+    ("kimi-k2.5-tiny.json", "", ("Kimi_K25ForConditionalGeneration",)),
+    ("lfm2-tiny.json", "", ("Lfm2ForCausalLM",)),
+    ("lfm2_moe-tiny.json", "", ("Lfm2MoeForCausalLM",)),
+    ("lfm2_vl-nonorm-tiny.json", "", ("Lfm2VlForConditionalGeneration",)),
+    ("llama4-vision-tiny.json", "", ("Llama4ForConditionalGeneration",)),
+    ("llama-gqa-tiny.json", "", ("LlamaForCausalLM",)),
+    ("llava-pixtral-tiny.json", "", ("LlavaForConditionalGeneration",)),
+    ("llava-next-tiny.json", "", ("LlavaNextForConditionalGeneration",)),
+    ("llava-onevision-tiny.json", "", ("LlavaOnevisionForConditionalGeneration",)),
+    ("flops/mamba2-tiny.json", "", ("Mamba2ForCausalLM",)),
+    ("mamba-tiny.json", "", ("MambaForCausalLM",)),
+    ("minimax_m2-tiny.json", "", ("MiniMaxM2ForCausalLM",)),
+    ("ministral3-tiny.json", "", ("Ministral3ForCausalLM",)),
+    ("mistral3-tiny.json", "", ("Mistral3ForConditionalGeneration",)),
+    ("mistral-tiny.json", "", ("MistralForCausalLM",)),
+    ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
+    ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
+    ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
+    ("olmo2-tiny.json", "", ("Olmo2ForCausalLM",)),
+    ("olmo3-tiny-full.json", "", ("Olmo3ForCausalLM",)),
+    ("olmo_hybrid-tiny.json", "", ("OlmoHybridForCausalLM",)),
+    ("olmoe-tiny.json", "", ("OlmoeForCausalLM",)),
+    ("phi-3.5-moe-instruct.json", "", ("PhimoeForCausalLM",)),
+    ("qwen2-7b.json", "", ("Qwen2ForCausalLM",)),
+    ("qwen1.5-moe-a2.7b.json", "", ("Qwen2MoeForCausalLM",)),
+    ("qwen2-vl-tiny.json", "", ("Qwen2VLForConditionalGeneration",)),
+    ("qwen2.5-vl-tiny.json", "", ("Qwen2_5_VLForConditionalGeneration",)),
+    ("qwen3-8b.json", "", ("Qwen3ForCausalLM",)),
+    ("flops/qwen3-moe-tiny.json", "", ("Qwen3MoeForCausalLM",)),
+    ("qwen3-next-tiny.json", "", ("Qwen3NextForCausalLM",)),
+    ("qwen3.5-vl-tiny.json", "", ("Qwen3_5ForConditionalGeneration",)),
+    ("qwen3.5-35b-a3b.json", "", ("Qwen3_5MoeForConditionalGeneration",)),
+    ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
+    ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
+    ("smolvlm-tiny.json", "", ("SmolVLMForConditionalGeneration",)),
+    ("starcoder2-tiny.json", "", ("Starcoder2ForCausalLM",)),
 ]
+
+
+def default_class(raw, cfg):
+    """The class a config's "architectures" names, else the Auto class's for its model_type."""
+    cls = getattr(transformers, (raw.get("architectures") or [""])[0], None)
+    if cls is not None:
+        return cls
+    for auto in (transformers.AutoModelForCausalLM, transformers.AutoModelForMaskedLM, transformers.AutoModel):
+        if type(cfg) in auto._model_mapping:
+            return auto._model_mapping[type(cfg)]
+    raise ValueError("no model class for " + type(cfg).__name__)
+
+
+if "--all" in sys.argv:
+    CASES = []
+    for path in sorted(glob.glob(os.path.join(HF, "*.json")) + glob.glob(os.path.join(HF, "flops", "*.json"))):
+        raw = json.load(open(path))
+        CASES.append((os.path.relpath(path, HF), "", (default_class(raw, transformers.AutoConfig.for_model(**raw)).__name__,)))
 
 for config, prefix, heads in CASES:
     raw = json.load(open(os.path.join(HF, config)))
