@@ -31,6 +31,38 @@ func TestDeepSeekV4Params(t *testing.T) {
 	})
 }
 
+// The lowered step registers every parameter the model holds, at a
+// sequence shorter than a compressor's rate too: DeepSeek-V4-Flash's
+// heavily compressed layers pool windows of 128 tokens, so at 64 no window
+// is complete and neither the pooling nor kv_norm runs, yet
+// named_parameters() lists their position_bias ([128, 512]) and
+// kv_norm.weight (512) in every such layer (the survey: hf_names.py --all).
+func TestDeepSeekV4ParamsShortSequence(t *testing.T) {
+	for _, file := range []string{"deepseek-v4-flash.json", "deepseek-v4-tiny.json"} {
+		m, err := hf.FromConfig(readHF(t, file), "eager")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seq := range []int64{2, 64} {
+			p := tinyPlan(t, m)
+			p.Seq = seq
+			prog, err := p.LowerProgram()
+			if err != nil {
+				t.Fatal(file, err)
+			}
+			var lowered int64
+			for _, pi := range prog.Params {
+				if pi.TiedTo < 0 {
+					lowered += pi.FullNumel
+				}
+			}
+			if lowered != m.Params() {
+				t.Errorf("%s at %d tokens: the step registers %d parameters, the model has %d", file, seq, lowered, m.Params())
+			}
+		}
+	}
+}
+
 // What DeepSeek-V4's layers keep for backward, against transformers
 // 5.25.0 on PyTorch 2.15.0 (the CPU, no autocast, eager: the model has no
 // other attention), deepseek-v4-tiny.json cut to 1, 2 and 3 layers (layer

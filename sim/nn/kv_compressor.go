@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -108,6 +109,9 @@ func (c *KVCompressor) lower(b *core.Builder, x, qr core.Value, dim, qLora, rope
 	// rotary's cos and sin) live until it returns, after its indexer.
 	defer b.KeepAlive("compressor_locals", locals...)
 	if n == 0 {
+		if ix := c.Indexer; ix != nil {
+			ix.idleParams(b, dim, qLora, c.Rate)
+		}
 		return core.NoValue, core.NoValue
 	}
 	var ins []core.Value
@@ -137,10 +141,19 @@ func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate 
 	}
 	kv := b.Linear("kv_proj", core.RoleK, x, dim, w, false)
 	gate := b.Linear("gate_proj", core.RoleK, x, dim, w, false)
+	pb := fp32Param(b, "position_bias", []int64{rate, w}, core.RoleNorm)
 	if n == 0 {
+		// No complete window: neither the pooling nor kv_norm runs, but
+		// the module holds their parameters whatever the sequence
+		// (DeepseekV4Compressor's named_parameters()); no gradient
+		// reaches them.
+		norm := func() int32 {
+			defer b.Scope("kv_norm")()
+			return fp32Param(b, "weight", []int64{headDim}, core.RoleNorm)
+		}()
+		b.P.Params[pb].Trainable, b.P.Params[norm].Trainable = false, false
 		return core.NoValue, []core.Value{kv, gate}
 	}
-	pb := fp32Param(b, "position_bias", []int64{rate, w}, core.RoleNorm)
 	gdt := units.FP32 // gate + the fp32 position_bias
 	win := []int64{batch, n, rate, w}
 	gi := b.AddOp("add", "gate_bias", []core.Value{gate}, pb)
@@ -216,6 +229,29 @@ func (ix *V4Indexer) lower(b *core.Builder, x, qr core.Value, dim, qLora, ropeDi
 	// rotary's cos and sin, q and the compressed keys.
 	b.KeepAlive("indexer_locals", append(locals, append(tables, q, ckv)...)...)
 	return valid
+}
+
+// idleParams registers the indexer's parameters where it does not run (no
+// complete window: lower returns before it), as named_parameters() holds
+// them whatever the sequence: kv_proj and gate_proj (2 x head_dim wide,
+// the overlapping windows), position_bias and kv_norm kept fp32,
+// q_b_proj and scorer.weights_proj, none with a gradient.
+func (ix *V4Indexer) idleParams(b *core.Builder, dim, qLora, rate int64) {
+	defer b.DeadGraph("indexer_graph")()
+	defer b.Scope("indexer")()
+	w := 2 * ix.HeadDim
+	weight := func(path string, shape []int64, role core.Role) {
+		for _, s := range strings.Split(path, ".") {
+			defer b.Scope(s)()
+		}
+		b.Param("weight", shape, role)
+	}
+	weight("kv_proj", []int64{w, dim}, core.RoleK)
+	weight("gate_proj", []int64{w, dim}, core.RoleK)
+	fp32Param(b, "position_bias", []int64{rate, w}, core.RoleNorm)
+	func() { defer b.Scope("kv_norm")(); fp32Param(b, "weight", []int64{ix.HeadDim}, core.RoleNorm) }()
+	weight("q_b_proj", []int64{ix.Heads * ix.HeadDim, qLora}, core.RoleLinear)
+	weight("scorer.weights_proj", []int64{ix.Heads, dim}, core.RoleLinear)
 }
 
 // score is DeepseekV4IndexerScorer (scorer): relu(q.float() @
