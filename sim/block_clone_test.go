@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -184,19 +183,8 @@ func TestBlockCopiesExactLayouts(t *testing.T) {
 // TestBlockCopiesExactHF covers every model of testdata/hf (MoE, MLA,
 // hybrids, alternating attention, BERT, GPT-2), whole and on two stages.
 func TestBlockCopiesExactHF(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "hf", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no configs: %v", err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := hf.FromConfig(data, "sdpa")
-		if err != nil {
-			continue // configs whose attention needs another path (tested in hfconfig_test.go)
-		}
+	for _, c := range hfConfigModels(t) {
+		m := c.m
 		for _, pp := range []int64{1, 2} {
 			p := testmodels.LlamaPlan(m, 1, 16, "bf16-mixed", "full", "H100-80GB")
 			p.Device = hw.Device{Name: "test", Memory: 1 << 40}
@@ -207,7 +195,7 @@ func TestBlockCopiesExactHF(t *testing.T) {
 					continue
 				}
 			}
-			t.Run(filepath.Base(f)+"/"+p.Parallel.String(), func(t *testing.T) { checkCopiesExact(t, p, core.Options{Timeline: true}) })
+			t.Run(c.file+"/"+p.Parallel.String(), func(t *testing.T) { checkCopiesExact(t, p, core.Options{Timeline: true}) })
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,25 +110,8 @@ func isTopModule(path string) bool {
 // another layer's module, RobertaClassificationHead's
 // classifier.out_proj, counted in that module's row too).
 func TestDescribeEveryConfig(t *testing.T) {
-	files, err := filepath.Glob("testdata/hf/*.json")
-	if err != nil || len(files) < 100 {
-		t.Fatalf("%d configs under testdata/hf (%v)", len(files), err)
-	}
-	read := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := hf.FromConfig(data, "sdpa")
-		if err != nil {
-			continue // a config hf_config refuses, or one that needs options
-		}
-		read++
-		t.Run(filepath.Base(f), func(t *testing.T) { describeRows(t, m) })
-	}
-	if read < 100 {
-		t.Errorf("hf_config read %d of %d configs", read, len(files))
+	for _, c := range hfConfigModels(t) {
+		t.Run(c.file, func(t *testing.T) { describeRows(t, c.m) })
 	}
 }
 

@@ -196,6 +196,34 @@ func readHF(t testing.TB, file string) []byte {
 	return data
 }
 
+// hfConfigModel is a model hf_config reads from a config under
+// testdata/hf, with its file's name.
+type hfConfigModel struct {
+	file string
+	m    *core.Model
+}
+
+// hfConfigModels are the models hf_config reads with SDPA and no options
+// from the configs under testdata/hf; the configs it refuses, or reads
+// only with options, are tested apart (hfconfig_*_test.go).
+func hfConfigModels(t testing.TB) []hfConfigModel {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "hf", "*.json"))
+	if err != nil || len(files) < 100 {
+		t.Fatalf("%d configs under testdata/hf (%v)", len(files), err)
+	}
+	var out []hfConfigModel
+	for _, f := range files {
+		if m, err := hf.FromConfig(readHF(t, filepath.Base(f)), "sdpa"); err == nil {
+			out = append(out, hfConfigModel{filepath.Base(f), m})
+		}
+	}
+	if len(out) < 100 {
+		t.Fatalf("hf_config read %d of %d configs", len(out), len(files))
+	}
+	return out
+}
+
 func TestFromHFConfigParams(t *testing.T) {
 	for _, tc := range hfParamCases {
 		t.Run(tc.file+"/"+tc.arch, func(t *testing.T) {

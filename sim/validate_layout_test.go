@@ -2,14 +2,11 @@ package sim
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -62,19 +59,9 @@ func layoutErrWithPaths(m *core.Model, par core.Parallelism) error {
 // expert and context (ring and Ulysses) degrees that divide and that do
 // not.
 func TestValidateLayoutPathFree(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "hf", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no configs: %v", err)
-	}
 	models := []*core.Model{testmodels.Llama(256, 4, 8, 4, 704, 1000, "flash")}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, err := hf.FromConfig(data, "sdpa"); err == nil {
-			models = append(models, m)
-		}
+	for _, c := range hfConfigModels(t) {
+		models = append(models, c.m)
 	}
 	layouts := []core.Parallelism{{TP: 2}, {TP: 3}, {TP: 4}, {TP: 8}, {TP: 16}, {TP: 64}, {TP: 7},
 		{DP: 2, EP: 2}, {DP: 8, EP: 8}, {DP: 3, EP: 3}, {TP: 2, DP: 4, EP: 4}, {CP: 2}, {CP: 4, CPMode: "ulysses"},
