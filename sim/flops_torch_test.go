@@ -185,7 +185,7 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
 	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
 	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|lfm2_vl_vision|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense|" +
-	"kimi_linear_grouped|bailing_hybrid_grouped)$"
+	"kimi_linear_grouped|bailing_hybrid_grouped|phi3|glm4)$"
 
 var flopCauses = []flopCause{
 	// Before the causal SDPA rows: Kimi Linear's KDA layers are self_attn too.
@@ -301,7 +301,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // equal; the lfm2_vl_vision line with 5.25.0, flops.py --cases
 // lfm2_vl_vision appended: LFM2-VL's patch_embedding, the resized
 // position grid's matmul, the SigLIP2 layers over padded patches, the
-// projector over every slot, every module equal but SDPA's causes). Only the op kinds FlopCounterMode counts are
+// projector over every slot, every module equal but SDPA's causes; the
+// phi3 and glm4 lines with 5.25.0, flops.py --cases phi3,glm4 appended:
+// the one gate_up_proj of Phi-3 and GLM-4, every module equal but causal
+// SDPA's cause). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every
 // module must match to the FLOP unless flopCauses explains the difference

@@ -112,7 +112,8 @@ func LayerBuiltins() []host.Builtin {
 				"output is chunked into gate and up, then output_linear; that one output is what both halves keep. " +
 				"proj_names names the projections as the model's module tree does: two names (in, out) for an ungated MLP " +
 				"(default (\"fc1\", \"fc2\"); Nemotron-H's (\"up_proj\", \"down_proj\")), three (gate, up, down) for a gated one " +
-				"(default (\"gate_proj\", \"up_proj\", \"down_proj\")). out_module (an ungated MLP) puts the second projection " +
+				"(default (\"gate_proj\", \"up_proj\", \"down_proj\")), or two (gate_up, down) for a gated one whose gate and up are one " +
+				"projection chunked in two (Phi-3's (\"gate_up_proj\", \"down_proj\"): its one output what both halves keep, one LoRA target). out_module (an ungated MLP) puts the second projection " +
 				"and the dropout after it in a sibling module of that name, name holding the first and the activation (BERT's " +
 				"intermediate and output: mlp(..., proj_names=[\"dense\", \"dense\"], out_module=\"output\", name=\"intermediate\")).",
 			Fn: mlpFn,

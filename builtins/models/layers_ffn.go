@@ -48,7 +48,9 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 }
 
 // setProjNames reads mlp(proj_names=): (in, out) for an ungated MLP,
-// (gate, up, down) for a gated one; None keeps nn.MLP's defaults.
+// (gate, up, down) for a gated one, or (gate_up, down) for a gated one
+// whose gate and up are one projection (nn.MLP.FusedName: Phi-3's
+// gate_up_proj); None keeps nn.MLP's defaults.
 func setProjNames(m *nn.MLP, names starlark.Indexable) error {
 	if names == nil {
 		return nil
@@ -57,11 +59,15 @@ func setProjNames(m *nn.MLP, names starlark.Indexable) error {
 		return fmt.Errorf("mlp: proj_names is a list of names, not one string (got %s)", names)
 	}
 	want, kind := 2, "an ungated"
-	if m.Act == "swiglu" || m.Act == "geglu" {
+	gated := m.Act == "swiglu" || m.Act == "geglu"
+	if gated {
 		want, kind = 3, "a gated ("+m.Act+")"
+		if names.Len() == 2 {
+			want = 2 // (gate_up, down)
+		}
 	}
 	if names.Len() != want {
-		return fmt.Errorf("mlp: proj_names of %s MLP are %d names (got %d): (in, out) ungated, (gate, up, down) gated", kind, want, names.Len())
+		return fmt.Errorf("mlp: proj_names of %s MLP are %d names (got %d): (in, out) ungated, (gate, up, down) or (gate_up, down) gated", kind, want, names.Len())
 	}
 	got := make([]string, want)
 	for i := range got {
@@ -71,9 +77,12 @@ func setProjNames(m *nn.MLP, names starlark.Indexable) error {
 		}
 		got[i] = s
 	}
-	if want == 2 {
+	switch {
+	case want == 2 && gated:
+		m.FusedName, m.OutName = got[0], got[1]
+	case want == 2:
 		m.InName, m.OutName = got[0], got[1]
-	} else {
+	default:
 		m.GateName, m.InName, m.OutName = got[0], got[1], got[2]
 	}
 	return nil

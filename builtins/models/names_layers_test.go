@@ -43,6 +43,10 @@ func TestModuleNameKeywords(t *testing.T) {
 		{"attention", att, kv("self_name", starlark.String("")), nil, "self_name"},
 		{"mlp", ffn, kv("proj_names", s("dense", "dense"), "out_module", starlark.String("output"), "name", starlark.String("intermediate")),
 			&nn.MLP{Name: "intermediate", Dim: 8, Hidden: 16, Act: "gelu", InName: "dense", OutName: "dense", OutModule: "output"}, ""},
+		{"mlp", ffn, kv("act", starlark.String("swiglu"), "proj_names", s("gate_up_proj", "down_proj")),
+			&nn.MLP{Dim: 8, Hidden: 16, Act: "swiglu", FusedName: "gate_up_proj", OutName: "down_proj"}, ""},
+		{"mlp", ffn, kv("act", starlark.String("swiglu"), "proj_names", s("gate_up_proj")), nil, "(gate, up, down) or (gate_up, down) gated"},
+		{"mlp", ffn, kv("proj_names", s("a", "b", "c")), nil, "2 names (got 3)"},
 		{"mlp", ffn, kv("act", starlark.String("swiglu"), "out_module", starlark.String("output")), nil, "ungated"},
 		{"mlp", ffn, kv("out_module", starlark.MakeInt(1)), nil, "out_module"},
 	})

@@ -77,9 +77,7 @@ import (
 // (hunyuan.go).
 //
 // Parameters are exact; some memory details are not modelled yet (none
-// holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
-// 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
-// bytes); gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU but
+// holds parameters): gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU but
 // by the grouped_mm experts (nn.MoE.ClampedGLU), and Phi-3.5-MoE's
 // sparsemixer routing as a softmax router.
 func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
@@ -238,6 +236,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		}
 		if f.upDown {
 			m.InName, m.OutName = "up_proj", "down_proj"
+		}
+		if f.fused {
+			m.FusedName = "gate_up_proj" // Phi3MLP: gate_up_proj(x).chunk(2, dim=-1)
 		}
 		return m
 	}

@@ -51,8 +51,9 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 // every norm Llama's RMSNorm (Glm4RMSNorm: the weight times the rows cast
 // back). q, k and v are biased by attention_bias (Glm4Config's default
 // true), o_proj never; the MLP is Phi-3's one gate_up_proj chunked in two
-// (its gate and up are views of one [tokens, 2 x intermediate] storage,
-// the bytes of the two the lowering has). head_dim defaults to 128.
+// (nn.MLP.FusedName: gate and up are views of its one [tokens, 2 x
+// intermediate] output, which the activation and the product keep).
+// head_dim defaults to 128.
 //
 // The rotary embedding turns the first partial_rotary_factor (default
 // 0.5) of each head and concatenates the rest (RopeCat), and pairs
@@ -78,7 +79,7 @@ func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
 	attnPart := append(append([]core.Layer{norm("input_layernorm"), at}, after...), norm("post_self_attn_layernorm"))
 	block := seq(res(attnPart...),
-		res(norm("post_attention_layernorm"), &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_mlp_layernorm")))
+		res(norm("post_attention_layernorm"), &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, FusedName: "gate_up_proj"}, norm("post_mlp_layernorm")))
 	c.checkTotal(float64(layers)*(2*float64(hidden)*float64(heads*hd)+2*float64(hidden)*float64(kv*hd)+3*float64(hidden)*float64(inter)) +
 		2*float64(vocab)*float64(hidden))
 	if c.err != nil {

@@ -194,11 +194,13 @@ func fusedGLU(b *core.Builder, x, xg core.Value, dim, hidden, hl int64, fn strin
 	dt := b.Dtype(wi)
 	i := b.AddOp(fn, fn, []core.Value{wi})
 	act := b.Out(i, fn, half, dt, "output of "+fn+" on the projection's first half")
-	b.Save(i, wi) // its input, a view of the projection's output
+	b.Save(i, wi)          // its input, a view of the projection's output
+	b.Op(i).Strided = true // the halves' rows are 2 x hidden apart (timing/strided.go)
 	b.Op(i).Flops = 8 * float64(core.Numel(half))
 	b.Op(i).Bytes += float64(dt.Bytes(core.Numel(half)))
 	j := b.AddOp("mul", "act_mul", []core.Value{act, wi})
 	h := b.Out(j, "act_mul", half, dt, "the activated half times the other")
+	b.Op(j).Strided = true // up, the last input, a strided view: no broadcast
 	if b.Grad(act) {
 		b.Save(j, wi)
 	}

@@ -17,7 +17,8 @@ heads, -cls and -tok, random labels of 2 classes: --cases deberta_v2_cls,deberta
 kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linear_grouped, appended; LFM2-VL with one
 50 x 70 image under the case's processor options, laid out as lfm2vl.py does, 5.25.0: --cases lfm2_vl_vision, appended;
 Ling 3, bailing_hybrid-tiny.json, without flash-linear-attention: --cases bailing_hybrid_grouped, appended;
-LongCat-Flash, longcat-flash-tiny.json, 5.25.0: --cases longcat_flash_grouped, appended)
+LongCat-Flash, longcat-flash-tiny.json, 5.25.0: --cases longcat_flash_grouped, appended; Phi-3 and GLM-4 with their
+one gate_up_proj, phi3-tiny.json and glm4-tiny.json, 5.25.0: --cases phi3,glm4, appended)
 on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
@@ -99,6 +100,8 @@ CASES = [
     ("minimax_m2_grouped", "minimax_m2-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("dots1_grouped", "dots1-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("arcee", "arcee-tiny.json", "sdpa", {}),
+    ("phi3", "phi3-tiny.json", "sdpa", {}),
+    ("glm4", "glm4-tiny.json", "sdpa", {}),
     ("apertus", "apertus-tiny.json", "sdpa", {}),
     ("deberta_v2", "deberta-v3-tiny.json", "eager", {}),
     ("deberta_v2_cls", "deberta-v3-tiny-cls.json", "eager", {"labels": "sequence"}),
