@@ -18,7 +18,18 @@ type zooModel struct{ fn, size string }
 // positions (components/data/collators.py:56-78), batch tensors either way.
 func (m zooModel) expr(p *plan) string {
 	p.load("@stdlib//llm.star", m.fn)
-	return call(m.fn, str(m.size), kw("pad_labels", "False"), kw("position_ids", "False"))
+	return call(m.fn, append([]string{str(m.size)}, ownLoop...)...)
+}
+
+// ownLoop are the keywords of a model run by a trainer with its own loop
+// (zooModel.expr), the zoo's and hf_config's alike.
+var ownLoop = []string{kw("pad_labels", "False"), kw("position_ids", "False")}
+
+// ownLoopHF is hf_config of the --model config.json path, run by a
+// trainer with its own loop: its builder takes the config's shapes, its
+// loader and loss are its own (zooModel.expr).
+func ownLoopHF(path string) string {
+	return call("hf_config", append([]string{str(path)}, ownLoop...)...)
 }
 
 // torchtuneModels maps torchtune's model builders (torchtune.models.*;

@@ -89,7 +89,7 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	if o.Model != "" {
-		p.model = call("hf_config", str(o.Model))
+		p.model = ownLoopHF(o.Model)
 	} else if m, ok := torchtitanModels[name+"/"+flavor]; ok {
 		p.model = m.expr(p)
 	} else {

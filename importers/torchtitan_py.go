@@ -140,7 +140,7 @@ func torchtitanPyPlan(t *tree, o Options) (*plan, error) {
 	}
 	key := name + "/" + flavor
 	if o.Model != "" {
-		p.model = call("hf_config", str(o.Model))
+		p.model = ownLoopHF(o.Model)
 	} else if m, ok := torchtitanModels[key]; ok {
 		p.model = m.expr(p)
 	} else {

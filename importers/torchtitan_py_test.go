@@ -139,7 +139,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b", GPUs: 8, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.pipeline_parallel_degree=2", "parallelism.num_pp_microbatches=4", "training.disable_cuda_graphs=true"}},
 		files:       map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		notModelled: []string{pyFlexHF},
-		hand: `plan = train(hf_config("mixtral.json", attn = "flash"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
+		hand: `plan = train(hf_config("mixtral.json", pad_labels = False, position_ids = False, attn = "flash"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, reshard_after_forward = False, ep = 2, pp = 2, schedule = "1f1b", micro_batches = 4, pp_runtime = "torch"))`,
 	}})
 }

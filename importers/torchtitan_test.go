@@ -167,7 +167,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		step:  torchtitanLocalStep(1, 1, 1, 2048),
 		opts:  Options{Seq: 2048, Model: "llama-3-8b.json", Overrides: []string{"activation_checkpoint.mode=none", "optimizer.implementation=foreach"}},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		hand:  `plan = train(hf_config("llama-3-8b.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "H100-80GB")`,
+		hand:  `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "H100-80GB")`,
 	}})
 }
 
@@ -274,7 +274,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		step:  torchtitanLocalStep(1, 1, 8/2, 2048),
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
-		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
+		hand: `plan = train(hf_config("mixtral.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
              ep = 2, expert_tp = 1))`,
 	}, {
@@ -303,7 +303,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		step:  torchtitanLocalStep(1, 1, 8/2, 2048),
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2", "parallelism.expert_tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
-		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
+		hand: `plan = train(hf_config("mixtral.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", ep = 2))`,
 	}})
 }

@@ -118,7 +118,7 @@ func torchtuneModel(t *tree, o Options, p *plan) error {
 		base = b
 	}
 	if o.Model != "" {
-		p.model = call("hf_config", str(o.Model))
+		p.model = ownLoopHF(o.Model)
 	} else if m, ok := torchtuneModels[base]; ok {
 		p.model = m.expr(p)
 	} else {

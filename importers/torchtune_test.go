@@ -70,7 +70,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		step:  torchtuneStep(2, 1, 16, 1, 1, 1024),
 		opts:  Options{Seq: 1024, GPUs: 8, Nodes: 2, Model: "llama-3-8b.json"},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
+		hand: `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB", cluster = cluster(nodes = 2, gpus_per_node = 8),
              parallel = parallel(dp = 16, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
@@ -80,7 +80,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts: Options{Model: "llama-3-8b.json", Overrides: []string{"compile=True", "dataset.packed=True", "tokenizer.max_seq_len=8192",
 			"enable_activation_checkpointing=True", "enable_activation_offloading=True", "optimizer_in_bwd=False", "gradient_accumulation_steps=4"}},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 8192, grad_accum = 4, precision = "bf16", optimizer = paged_adamw8bit(),
+		hand: `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 4, seq = 8192, grad_accum = 4, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", compile = True, offload = offload(activations = "cpu"), loss_chunks = 8, gpu = "H100-80GB")`,
 	}, {
 		// full_finetune_distributed.py (pytorch/torchtune bd2a0fc, lines 1019-1027)
@@ -125,7 +125,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts:        Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
 		files:       map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		notModelled: []string{"quantizer: QAT's fake-quantized linears (torchao's FakeQuantizer: the quantized weight and activation copies each forward)"},
-		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+		hand: `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		// knowledge_distillation_distributed.py (bd2a0fc) holds a frozen
@@ -141,7 +141,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 			"kd_loss: knowledge distillation's loss over the student's and teacher's logits",
 			"kd_ratio: knowledge distillation's loss weight (with teacher_model)",
 		},
-		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+		hand: `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              lora = lora(rank = 64, alpha = 128, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False),
              loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {

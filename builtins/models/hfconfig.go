@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True, pad_labels=None, position_ids=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -26,6 +26,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\", and the same four for roberta and xlm-roberta " +
 			"(\"RobertaForMaskedLM\", \"XLMRobertaModel\", ...: BERT's layers with positions from pad_token_id + 1, RoBERTa's lm_head, " +
 			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE); " +
+			"pad_labels= and position_ids= (None: as transformers has them) set model()'s: False for a trainer that runs its own loop "+
+			"and loader on the config's shapes (torchtune's, torchtitan's: their labels come shifted, their models make no position_ids). " +
 			"BERT's batches carry the tokenizer's token_type_ids ([batch, seq] int64, saved by the lookup), and token_type_ids=False leaves them out " +
 			"(a tokenizer or collator without them), so the embeddings make their own from their buffer: from transformers 5.0 a [1, seq] gather, " +
 			"its lookup broadcast over the batch, before a view of the buffer (bert only: RoBERTa's batches carry none already), " +
@@ -246,9 +248,10 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var arch starlark.Value = starlark.None
 	mtp, tokenTypes := false, true
 	transformers := hf.DefaultTransformers
-	var expertsV, linearV, procV starlark.Value = starlark.None, starlark.None, starlark.None
+	var expertsV, linearV, procV, padV, posV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers,
-		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV, "token_type_ids?", &tokenTypes); err != nil {
+		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV, "token_type_ids?", &tokenTypes,
+		"pad_labels?", &padV, "position_ids?", &posV); err != nil {
 		return nil, err
 	}
 	procPath, procData := "", []byte(nil)
@@ -321,6 +324,18 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 			return nil, &c
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if m.PadLabels, err = optBool(padV, "pad_labels", m.PadLabels); err != nil {
+		return nil, err
+	}
+	if m.PositionIDs, err = optBool(posV, "position_ids", m.PositionIDs); err != nil {
+		return nil, err
+	}
+	if m.PadLabels && (m.Vocab == 0 || (m.Loss != "" && m.Loss != "cross_entropy")) {
+		return nil, fmt.Errorf("pad_labels=True needs a causal LM with loss=\"cross_entropy\" (%s has loss %q)", path, m.Loss)
+	}
+	if m.PositionIDs && !m.HasDecoderLayers() {
+		return nil, fmt.Errorf("position_ids=True needs decoder layers to hand them to (%s has none)", path)
 	}
 	return NewModel(m, nil, decl), nil
 }
