@@ -26,7 +26,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\", and the same four for roberta and xlm-roberta " +
 			"(\"RobertaForMaskedLM\", \"XLMRobertaModel\", ...: BERT's layers with positions from pad_token_id + 1, RoBERTa's lm_head, " +
 			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE); " +
-			"pad_labels= and position_ids= (None: as transformers has them) set model()'s: False for a trainer that runs its own loop "+
+			"pad_labels= and position_ids= (None: as transformers has them) set model()'s: False for a trainer that runs its own loop " +
 			"and loader on the config's shapes (torchtune's, torchtitan's: their labels come shifted, their models make no position_ids). " +
 			"BERT's batches carry the tokenizer's token_type_ids ([batch, seq] int64, saved by the lookup), and token_type_ids=False leaves them out " +
 			"(a tokenizer or collator without them), so the embeddings make their own from their buffer: from transformers 5.0 a [1, seq] gather, " +
