@@ -144,3 +144,45 @@ func blockIndices(part string) []string {
 	}
 	return out
 }
+
+// TestGemmaEmbedScaleModule: Gemma's embedding normaliser runs where
+// transformers runs it: in embed_tokens' forward with its 0-dim buffer
+// model.embed_tokens.embed_scale from 5.4 (GemmaTextScaledWordEmbedding),
+// in GemmaModel.forward with a host scalar before; Gemma 3 has the
+// buffer in every release.
+func TestGemmaEmbedScaleModule(t *testing.T) {
+	for _, tc := range []struct {
+		config, transformers, module string
+		buffer                       bool
+	}{
+		{"gemma-tiny.json", "5.25.0", "model.embed_tokens", true},
+		{"gemma-tiny.json", "5.3.0", "model", false},
+		{"gemma2-tiny.json", "5.3.0", "model", false},
+		{"gemma3-tiny.json", "4.57.1", "model.embed_tokens", true},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "sdpa", Transformers: tc.transformers})
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.config, tc.transformers, err)
+		}
+		prog, err := tinyPlan(t, m).LowerProgram()
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.config, tc.transformers, err)
+		}
+		var modules []string
+		for _, op := range prog.Ops {
+			if strings.HasSuffix(op.Name, ".embed_scale") {
+				modules = append(modules, op.Module)
+			}
+		}
+		if len(modules) != 1 || modules[0] != tc.module {
+			t.Errorf("%s %s: embed_scale runs in %q, want [%s]", tc.config, tc.transformers, modules, tc.module)
+		}
+		buffer := false
+		for _, v := range prog.Buffers {
+			buffer = buffer || v.Name == "model.embed_tokens.embed_scale"
+		}
+		if buffer != tc.buffer {
+			t.Errorf("%s %s: buffer model.embed_tokens.embed_scale %v, want %v", tc.config, tc.transformers, buffer, tc.buffer)
+		}
+	}
+}

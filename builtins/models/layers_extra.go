@@ -35,9 +35,12 @@ func extraLayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "scale",
-			Sig:  "scale(factor, rebinds=False, buffer=False, name=None)",
+			Sig:  "scale(factor, rebinds=False, buffer=False, name=None, within=None)",
 			Doc: "Multiplies by a constant, with no parameters: Gemma's embedding normaliser, " +
 				"scale(math.sqrt(dim)) after the embedding. Its output is a new tensor of the input's size. " +
+				"It is no module of its own (transformers multiplies inline in a forward): the product, called name " +
+				"(default \"scale\"), runs in the module of the layer it is in, or in that layer's child module within= " +
+				"(within=\"embed_tokens\": a scaled embedding's forward, Gemma3TextScaledWordEmbedding's). " +
 				"rebinds=True (after the embedding of a model with holds_embedding=True): the forward rebinds its " +
 				"embeddings local to the product (Granite's inputs_embeds * embedding_multiplier), so the product is what " +
 				"the model holds through its layers and the lookup's output dies here. " +
@@ -338,9 +341,9 @@ func toParamsDtypeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 }
 
 func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var factor, name starlark.Value
+	var factor, name, within starlark.Value
 	var rebinds, buffer bool
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "rebinds?", &rebinds, "buffer?", &buffer, "name?", &name); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "rebinds?", &rebinds, "buffer?", &buffer, "name?", &name, "within?", &within); err != nil {
 		return nil, err
 	}
 	s := &nn.Scale{Rebinds: rebinds, Buffer: buffer}
@@ -350,6 +353,9 @@ func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	if s.Name, err = optName(name); err != nil {
 		return nil, err
+	}
+	if s.In, err = optName(within); err != nil {
+		return nil, fmt.Errorf("scale: within: %w", err)
 	}
 	return newLayer(thread, s)
 }

@@ -85,8 +85,13 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 // unary lowers an elementwise op. saveIn/saveOut follow derivatives.yaml
 // (gelu and silu save self, relu and sigmoid save result).
 func (b *Builder) Unary(kind string, x Value, saveIn, saveOut bool) Value {
-	i := b.AddOp(kind, kind, []Value{x})
-	y := b.Out(i, kind, b.Shape(x), b.Dtype(x), "output of "+kind)
+	return b.unary(kind, kind, x, saveIn, saveOut)
+}
+
+// unary is Unary with an op and output called name.
+func (b *Builder) unary(kind, name string, x Value, saveIn, saveOut bool) Value {
+	i := b.AddOp(kind, name, []Value{x})
+	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "output of "+kind)
 	if saveIn {
 		b.Save(i, x)
 	}

@@ -300,7 +300,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}}
 	if f.gemma > 0 {
-		ls = append(ls, &nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))})
+		ls = append(ls, gemmaEmbedScale(hidden))
 	}
 	if f.mup {
 		ls = append(ls, mup.embedding())

@@ -67,13 +67,18 @@ func buildFalconH1(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
+	// each multiplier in the forward transformers runs it in: the decoder
+	// layer's (FalconH1DecoderLayer.forward), ssm_in_multiplier the
+	// mixer's (FalconH1Mixer.forward), down_multiplier the MLP's
+	// (FalconH1MLP.forward; modeling_falcon_h1.py at 5.25.0)
 	mul := func(name string, f float64) core.Layer { return &nn.Scale{Name: name, Factor: f} }
+	mulIn := func(name, in string, f float64) core.Layer { return &nn.Scale{Name: name, Factor: f, In: in} }
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
 	mixers := &nn.Parallel{Branches: []core.Layer{
-		seq(mul("ssm_in_multiplier", ssmIn), mamba, mul("ssm_out_multiplier", ssmOut)),
+		seq(mulIn("ssm_in_multiplier", "mamba", ssmIn), mamba, mul("ssm_out_multiplier", ssmOut)),
 		seq(mul("attention_in_multiplier", attnIn), at, mul("attention_out_multiplier", attnOut)),
 	}}
-	block := seq(res(norm("input_layernorm"), mixers), res(norm("pre_ff_layernorm"), mlp, mul("down_multiplier", mlpMul[1])))
+	block := seq(res(norm("input_layernorm"), mixers), res(norm("pre_ff_layernorm"), mlp, mulIn("down_multiplier", "feed_forward", mlpMul[1])))
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
 		&nn.Scale{Name: "embedding_multiplier", Factor: embed, Rebinds: true},
 		&core.Repeat{Name: "layers", Layer: block, N: layers}, norm("final_layernorm")}

@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"math"
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
@@ -177,7 +176,7 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 		front = []core.Layer{&nn.Gemma4Embed{Vocab: vocab, Dim: hidden, PLEVocab: pleVocab, PLE: ple, Layers: layers}}
 	} else {
 		front = []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
-			&nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))}}
+			gemmaEmbedScale(hidden)}
 	}
 	ls := append(front, stackBlocks("layers", blocks), norm("norm"))
 	m := c.finish(head, ls, vocab, tie)

@@ -84,7 +84,7 @@ func (e *Gemma4Embed) Lower(b *core.Builder, ids core.Value) core.Value {
 	// Gemma4TextScaledWordEmbedding (and Gemma 3n's) scale by a 0-dim
 	// buffer each, in every release (nn.Buffer, modeling_gemma4.py l. 1429
 	// at 5.25.0): Scale.Buffer.
-	x = (&Scale{Name: "embed_scale", Factor: math.Sqrt(float64(e.Dim)), Buffer: true}).Lower(b, x)
+	x = (&Scale{Name: "embed_scale", Factor: math.Sqrt(float64(e.Dim)), In: "embed_tokens", Buffer: true}).Lower(b, x)
 	width := e.Layers * e.PLE
 	if e.ClampIDs {
 		s := b.Shape(ids)
@@ -95,7 +95,7 @@ func (e *Gemma4Embed) Lower(b *core.Builder, ids core.Value) core.Value {
 			"token ids outside vocab_size_per_layer_input set to 0 (torch.where; saved by the per-layer lookup)")
 	}
 	t := (&Embedding{Name: "embed_tokens_per_layer", Rows: e.PLEVocab, Dim: width}).Lower(b, ids)
-	t = (&Scale{Name: "embed_tokens_per_layer.embed_scale", Factor: math.Sqrt(float64(e.PLE)), Buffer: true}).Lower(b, t)
+	t = (&Scale{Name: "embed_scale", Factor: math.Sqrt(float64(e.PLE)), In: "embed_tokens_per_layer", Buffer: true}).Lower(b, t)
 	p := b.Linear("per_layer_model_projection", core.Role("per_layer_model_projection"), x, e.Dim, width, false)
 	p = b.Ew("mul", "per_layer_model_projection_scale", []core.Value{p}, b.Shape(p), b.Dtype(p), "per-layer projection times dim^-0.5")
 	p = gemma4Norm(b, "per_layer_projection_norm", p, e.PLE, true)
