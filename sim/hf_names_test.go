@@ -2,11 +2,13 @@ package sim
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 )
 
@@ -184,5 +186,30 @@ func TestGemmaEmbedScaleModule(t *testing.T) {
 		if buffer != tc.buffer {
 			t.Errorf("%s %s: buffer model.embed_tokens.embed_scale %v, want %v", tc.config, tc.transformers, buffer, tc.buffer)
 		}
+	}
+}
+
+// TestQwen3VLDeepstackModule: Qwen3VLTextModel.forward adds each deepstack
+// feature after its decoder layer returns (_deepstack_process), so the op
+// runs in model.language_model, not in a module of its own nor the layer.
+func TestQwen3VLDeepstackModule(t *testing.T) {
+	m, err := hf.FromConfig(readHF(t, "qwen3-vl-tiny.json"), "sdpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	p.Images = core.Images{Count: 1, Height: 224, Width: 224}
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var modules []string
+	for _, op := range prog.Ops {
+		if op.Kind == "deepstack" {
+			modules = append(modules, op.Module)
+		}
+	}
+	if want := []string{"model.language_model", "model.language_model"}; !slices.Equal(modules, want) {
+		t.Errorf("deepstack ops run in %q, want %q (the tiny config's 2 deepstack features)", modules, want)
 	}
 }

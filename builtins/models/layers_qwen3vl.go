@@ -35,7 +35,7 @@ func qwen3VLLayerBuiltins() []host.Builtin {
 			Doc: "Qwen3-VL's DeepStack add (Qwen3VLTextModel._deepstack_process): the hidden states cloned, and the " +
 				"feature index of qwen3_vision_tower(deepstack=...) added at the image positions; it keeps the placeholder " +
 				"mask (already kept by the image tokens' join). Place it after decoder layer index (sequential(block, " +
-				"deepstack_add(i))). Without images, or past the tower's features, it passes its input through.",
+				"deepstack_add(i)) in the layers' repeat); it is no module: its op runs in the repeat's parent's module, as the text model's forward runs it between its layers. Without images, or past the tower's features, it passes its input through.",
 			Fn: deepstackAddFn,
 		},
 		{

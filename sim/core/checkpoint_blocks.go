@@ -108,5 +108,8 @@ func (b *Builder) enterBlock(i int) outerBlock {
 	return out
 }
 
+// InBlock says whether a repeated block is being lowered.
+func (b *Builder) InBlock() bool { return b.curBlock > 0 }
+
 // leaveBlock ends the block enterBlock entered.
 func (b *Builder) leaveBlock(o outerBlock) { b.Ckpt, b.curBlock = o.ckpt, o.cur }

@@ -306,7 +306,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		ls = append(ls, mup.embedding())
 	}
 	if pe > 0 {
-		ls = append(ls, &nn.Dropout{Name: "embed_dropout", P: pe})
+		// nn.functional.dropout in Starcoder2Model.forward: no module
+		ls = append(ls, &nn.Dropout{P: pe})
 	}
 	ls = append(ls, stackBlocks("layers", blocks), norm("norm"))
 	m := c.finish(head, ls, vocab, tie)

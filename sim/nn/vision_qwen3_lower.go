@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -233,13 +234,18 @@ func (k *qwen3VisionBlock) Lower(b *core.Builder, x core.Value) core.Value {
 // deepstack feature Index written back (index, add, index_put_). Both
 // indexings keep the placeholder mask masked_scatter already keeps; the
 // gathered rows and their sum are transient. Without images (or past the
-// features) it passes x through, as transformers skips it.
+// features) it passes x through, as transformers skips it. It is no
+// module: the text model's forward runs it between its layers' calls, so
+// placed in a repeated block (after decoder layer Index) its op runs in
+// the repeat's parent module (model.language_model), though it lowers
+// inside the block (named under it).
 type DeepstackAdd struct {
 	Index int
 }
 
 func (d *DeepstackAdd) Kind() string           { return "deepstack_add" }
 func (d *DeepstackAdd) Label() string          { return "" }
+func (d *DeepstackAdd) DefaultName() string    { return "" }
 func (d *DeepstackAdd) Children() []core.Layer { return nil }
 func (d *DeepstackAdd) Params() int64          { return 0 }
 func (d *DeepstackAdd) Summary() string        { return fmt.Sprintf("deepstack feature %d", d.Index) }
@@ -260,6 +266,9 @@ func (d *DeepstackAdd) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, "deepstack_add", b.Last(x), b.Last(f)))
 	}
 	i := b.AddOp("deepstack", "deepstack_add", []core.Value{x, f, ds.Mask})
+	if b.InBlock() { // after decoder layer Index, in its repeat: layers.<Index>'s parent, Qwen3VLTextModel.forward
+		b.Op(i).Module = outerModule(b.Op(i).Module, 2)
+	}
 	y := b.Out(i, "hidden_states", b.Shape(x), b.Dtype(x), "the hidden states (a clone) with the deepstack features added at the image positions")
 	b.Save(i, ds.Mask)
 	rows := b.Dtype(x).Bytes(core.Numel(b.Shape(f)))
@@ -272,10 +281,12 @@ func (d *DeepstackAdd) Lower(b *core.Builder, x core.Value) core.Value {
 
 // DeepstackEnd marks the end of Qwen3VLModel.forward: the list of
 // deepstack features stays referenced until the language model returns.
+// It is no module: a point in the forward of the module it is in.
 type DeepstackEnd struct{}
 
 func (d *DeepstackEnd) Kind() string               { return "deepstack_end" }
 func (d *DeepstackEnd) Label() string              { return "" }
+func (d *DeepstackEnd) DefaultName() string        { return "" }
 func (d *DeepstackEnd) Children() []core.Layer     { return nil }
 func (d *DeepstackEnd) Params() int64              { return 0 }
 func (d *DeepstackEnd) Summary() string            { return "deepstack features released" }
@@ -285,4 +296,14 @@ func (d *DeepstackEnd) Lower(b *core.Builder, x core.Value) core.Value {
 		b.KeepAlive("deepstack_visual_embeds", slices.Concat(b.Deepstack.Feats, b.Deepstack.Held)...)
 	}
 	return x
+}
+
+// outerModule is module path p without its last n components (the module
+// n levels up; "" at the root).
+func outerModule(p string, n int) string {
+	for ; n > 0 && p != ""; n-- {
+		i := strings.LastIndexByte(p, '.')
+		p = p[:max(i, 0)]
+	}
+	return p
 }
