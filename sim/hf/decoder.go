@@ -144,8 +144,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	switch c.modelType {
 	case "phi3":
+		// embd_pdrop is read by Phi3Config but no release applies it:
+		// 4.41.0's Phi3Model builds embed_dropout and never calls it,
+		// 4.57.1's and 5.25.0's have no such module (TestPhi3EmbdPdropUnused).
+		c.prob("embd_pdrop", 0)
 		po = c.prob("resid_pdrop", 0)
-		pe = c.prob("embd_pdrop", 0)
 	case "seed_oss": // SeedOssConfig's defaults, as the published config.json
 		pa, po = c.prob("attention_dropout", 0.1), c.prob("residual_dropout", 0.1)
 	case "starcoder2":
