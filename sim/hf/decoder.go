@@ -344,6 +344,18 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 				out[int64(i)] = true
 			}
 		}
+		if f.windowsUnlessNull && len(out) > 0 && c.null("sliding_window") {
+			// create_sliding_window_causal_mask raises ValueError
+			c.fail("sliding_window", "is null, but layer_types has sliding_attention layers: transformers 5.25.0 cannot build their mask (\"Could not find a `sliding_window` argument in the config\"); give the window, or make those layers full_attention")
+		}
+		return out
+	}
+	if f.windowsUnlessNull {
+		if !c.null("sliding_window") {
+			for i := int64(0); i < layers; i++ {
+				out[i] = true
+			}
+		}
 		return out
 	}
 	if f.nope { // SmolLM3Config: the layers without rope slide

@@ -3,7 +3,7 @@ package hf
 // Llama and its relatives in transformers: pre-norm decoders with RMSNorm,
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
-// qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
+// ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
 // (hunyuan.go), minimax_m2 (minimax.go), arcee and apertus; their differences are
@@ -38,8 +38,11 @@ type decoderFamily struct {
 	// read it
 	everyWindow bool
 	windowDef   int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
-	actKey      string
-	mup         bool // Granite's multipliers (granite.go)
+	// windowsUnlessNull: without layer_types every layer slides unless
+	// sliding_window is null (MinistralConfig.__post_init__'s layer_types)
+	windowsUnlessNull bool
+	actKey            string
+	mup               bool // Granite's multipliers (granite.go)
 	// ernie: ERNIE 4.5's use_bias on every projection, attention without
 	// dropout and a rope computed in fp32 on tables each layer makes
 	// (buildDecoder's doc)
@@ -68,6 +71,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, actKey: "hidden_act"}
 	case "mistral", "ministral3": // Ministral3Config reads sliding_window as MistralConfig does
 		return decoderFamily{everyWindow: true, actKey: "hidden_act"}
+	case "ministral": // Qwen2's layer without Qwen2's q, k, v biases
+		return decoderFamily{windows: true, windowDef: 4096, windowsUnlessNull: true, actKey: "hidden_act"}
 	case "mixtral":
 		return decoderFamily{moe: "mixtral", everyWindow: true, actKey: "hidden_act"}
 	case "qwen2":

@@ -192,6 +192,10 @@ var hfFamilies = []hfFamily{
 	// with models/minimax_m2 (absent from 4.57.6). minimax.go.
 	{modelType: "minimax_m2", prefix: "MiniMaxM2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
+	// ministral: Ministral-8B-Instruct-2410 (whose hub config.json says
+	// mistral with layer_types); the 4.57.0 wheel is the first with
+	// models/ministral (absent from 4.56.2). decoder.go.
+	{modelType: "ministral", prefix: "Ministral", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 57}},
 	// ministral3: Ministral 3's text model alone, from 5.0 (transformers
 	// PR #42498; its checkpoints ship it in mistral3, mistral3.go).
 	{modelType: "ministral3", prefix: "Ministral3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},

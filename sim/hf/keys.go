@@ -162,6 +162,13 @@ func (c *hfConfig) has(key string) bool {
 	return ok && v != nil
 }
 
+// null says whether config.json sets key to null (set to null, not left
+// out: a default applies only to a missing key).
+func (c *hfConfig) null(key string) bool {
+	v, ok := c.raw[key]
+	return ok && v == nil
+}
+
 // size reads a required positive integer.
 func (c *hfConfig) size(key string) int64 {
 	if !c.has(key) {

@@ -92,6 +92,7 @@ CASES = [
     ("mistral3-tiny.json", "", ("Mistral3ForConditionalGeneration",)),
     ("mistral-tiny.json", "", ("MistralForCausalLM",)),
     ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
+    ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
     ("olmo2-tiny.json", "", ("Olmo2ForCausalLM",)),
