@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"maps"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,3 +138,83 @@ func describeRows(t *testing.T, m *core.Model) map[string]int64 {
 	}
 	return seen
 }
+
+// TestDescribeAsTransformers holds every row of model.describe() to the
+// parameters transformers keeps under that module (testdata/hf_names.jsonl:
+// every class's named_parameters(), tools/oracle/hf_names.py), per block
+// of a row's block range, and leaves no module unlisted: a parameter whose
+// nearest listed module is a container (a sequential, a stack of blocks)
+// sits in a module describe() does not show. MEMSH_HF_NAMES names the
+// survey (hf_names.py --all) in the file's place. A tied tensor counts under
+// each of its names outside the tied head, whose row lists it as 0.
+func TestDescribeAsTransformers(t *testing.T) {
+	processors := map[string][]byte{"lfm2_vl-tiny.json": lfm2VLProcessor(""), "lfm2_vl-nonorm-tiny.json": lfm2VLProcessor(""), "lfm2_vl-moe-tiny.json": lfm2VLProcessor("")}
+	trees := readJSONL[hfTree](t, "hf_names.jsonl")
+	if survey := os.Getenv("MEMSH_HF_NAMES"); survey != "" {
+		trees = readJSONL[hfTree](t, survey) // as TestHFNamesAsTransformers reads it
+	}
+	for _, tr := range trees {
+		m, err := hf.FromConfigOptions(readHF(t, tr.Config), hf.Options{Attn: "sdpa", Arch: tr.Arch, Processor: processors[tr.Config]})
+		if err != nil {
+			t.Errorf("%s %s: %v", tr.Config, tr.Arch, err)
+			continue
+		}
+		rows := map[string]core.ModuleRow{} // by each module path a row stands for
+		for _, r := range m.Describe() {
+			for _, path := range expandBlocks(r.Path) {
+				rows[path] = r
+			}
+		}
+		names := map[string][]string{} // each tensor's names, its first one first
+		for name := range tr.Params {
+			names[name] = []string{name}
+		}
+		for alias, first := range tr.Aliases {
+			names[first] = append(names[first], alias)
+		}
+		under := map[string]int64{}     // transformers' parameters under each module
+		unlisted := map[string]string{} // a module describe() misses -> one of its parameters
+		for first, n := range tr.Params {
+			listed := false // in a row of a module, under one of its names
+			for _, name := range names[first] {
+				nearest := ""
+				for p := name; strings.Contains(p, "."); {
+					p = p[:strings.LastIndexByte(p, '.')]
+					if _, ok := rows[p]; ok && nearest == "" {
+						nearest = p
+					}
+				}
+				r, own := rows[name] // a parameter of a module's own, a row (LLaVA-NeXT's image_newline)
+				listed = listed || own && r.Kind == "parameter" || nearest != "" && !containerKinds[rows[nearest].Kind]
+				if m.Tied() && strings.HasPrefix(name, m.Head()+".") {
+					continue // the tied head's row counts none of it
+				}
+				if own {
+					under[name] = n
+				}
+				for p := name; strings.Contains(p, "."); {
+					p = p[:strings.LastIndexByte(p, '.')]
+					under[p] += n
+				}
+			}
+			if !listed {
+				unlisted[first[:strings.LastIndexByte(first, '.')]] = first
+			}
+		}
+		for _, module := range slices.Sorted(maps.Keys(unlisted)) {
+			t.Errorf("%s: describe() lists no module holding %s", tr.Arch, unlisted[module])
+		}
+		for path, r := range rows {
+			if m.Tied() && path == m.Head() {
+				continue
+			}
+			if got, want := r.Params, under[path]; got != want {
+				t.Errorf("%s: describe()'s %s (%s) has %d parameters, transformers' module %d", tr.Arch, r.Path, path, got, want)
+			}
+		}
+	}
+}
+
+// containerKinds are the Describe rows that hold no parameter of their
+// own, only their rows'.
+var containerKinds = map[string]bool{"sequential": true, "repeat": true, "residual": true, "parallel": true, "module": true}

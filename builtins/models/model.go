@@ -132,8 +132,10 @@ func ModelBuiltins() []host.Builtin {
 			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
 			"tie_embeddings, and describe(), a table of modules with their parameter counts: each module of the model's own " +
 			"tree once (a language model a VL reader splits around its tower is one row, its parts summed), a tower's " +
-			"modules as rows of their own (model.vision_tower, model.multi_modal_projector), parents before their " +
-			"children; the top-level rows sum to params.",
+			"modules as rows of their own (model.vision_tower, model.multi_modal_projector), a block's modules under the names " +
+			"transformers gives them (Gemma 4's router and experts, BERT's intermediate and output.dense, OPT's fc1 and fc2), " +
+			"parents before their children; the top-level rows sum to params, and each row holds what transformers' module " +
+			"of that name holds.",
 		Fn: modelFn,
 	}}
 }

@@ -14,11 +14,15 @@ type ModuleRow struct {
 }
 
 // ModuleLister is a layer that holds modules of the model's tree without
-// being built of child layers: a vision tower that names its own
-// sub-modules (vision_tower, multi_modal_projector) beside the text
-// model's. Modules are its rows in describe() in place of its own, each
-// Path relative to the path of the layer's parent, in the tree's order;
-// their Params sum to the layer's.
+// being built of child layers for them: a vision tower that names its
+// own sub-modules (vision_tower, multi_modal_projector) beside the text
+// model's; a block whose parameters sit in modules of the decoder layer
+// (Gemma 4's router and experts, BERT's intermediate and output.dense).
+// Modules are its rows in describe() in place of its own, each Path
+// relative to the path of the layer's parent (to the block's, for a
+// block of a stack), in the tree's order; its children's rows follow.
+// The rows' Params and the children's sum to the layer's. Modules nil:
+// the layer is listed as any other (an MLP that is a module of its own).
 type ModuleLister interface {
 	Modules() []ModuleRow
 }
@@ -55,14 +59,23 @@ func (m *Model) Describe() []ModuleRow {
 // below it; owner is the path of the row of the nearest module l is a
 // layer of ("" for none).
 func (t *moduleTree) walk(parent string, of, l Layer, owner string) {
-	if ml, ok := l.(ModuleLister); ok {
-		for _, r := range ml.Modules() {
-			r.Path = JoinName(parent, r.Path)
-			t.add(r, nil)
-		}
-		return
-	}
 	path := ChildPath(parent, of, l)
+	if ml, ok := l.(ModuleLister); ok {
+		if rows := ml.Modules(); rows != nil {
+			base := parent
+			if ModuleName(l) == "" {
+				base = path // a block of a stack: its index
+			}
+			for _, r := range rows {
+				r.Path = JoinName(base, r.Path)
+				t.add(r, nil)
+			}
+			for _, c := range l.Children() {
+				t.walk(base, l, c, owner)
+			}
+			return
+		}
+	}
 	if ModuleName(l) != "" { // else how a block is written (sequential, residual), not a module
 		t.add(ModuleRow{Path: path, Kind: l.Kind(), Summary: l.Summary(), Params: l.Params()}, l)
 		t.within(path, owner, l.Params())

@@ -27,6 +27,25 @@ func (t *towerLeaf) Modules() []ModuleRow {
 	return []ModuleRow{{Path: "vision_tower", Kind: "tower", Params: t.n - 1}, {Path: "projector", Kind: "tower", Params: 1}}
 }
 
+// blockLeaf is an unnamed block whose parameters sit in modules of the
+// layer around it (router), beside a child layer's (mlp); inline: none of
+// its own, so it is listed as any other layer (Modules nil).
+type blockLeaf struct {
+	paramLeaf
+	child  Layer
+	inline bool
+}
+
+func (b *blockLeaf) DefaultName() string { return "" }
+func (b *blockLeaf) Children() []Layer   { return []Layer{b.child} }
+func (b *blockLeaf) Params() int64       { return b.n + b.child.Params() }
+func (b *blockLeaf) Modules() []ModuleRow {
+	if b.inline {
+		return nil
+	}
+	return []ModuleRow{{Path: "router", Kind: "router", Params: b.n}}
+}
+
 // TestDescribe: Describe's rows, path and parameters, for the layouts
 // its rules are for.
 func TestDescribe(t *testing.T) {
@@ -50,6 +69,10 @@ func TestDescribe(t *testing.T) {
 			[]row{{"block", 4}, {"block.scale", 0}, {"block.mlp", 4}}},
 		{"a module no layer is sums its rows; a head's bias is its own", &Model{Layers: []Layer{&Sequential{Name: "lm.model", Layers: []Layer{&paramLeaf{"embed", 3}}}}, Vocab: 5, HeadName: "lm.head", HeadBias: true},
 			[]row{{"lm", 8}, {"lm.model", 3}, {"lm.model.embed", 3}, {"lm.head", 5}}}, // a leaf has no width: the head is its bias
+		{"a block's modules sit at its index in a stack, its children's rows after", &Model{Layers: []Layer{&Repeat{Name: "layers", N: 2, Layer: &blockLeaf{paramLeaf: paramLeaf{n: 3}, child: &paramLeaf{"mlp", 4}}}}},
+			[]row{{"layers", 14}, {"layers.0-1.router", 3}, {"layers.0-1.mlp", 4}}},
+		{"a block that lists no modules is walked as any layer", &Model{Layers: []Layer{&Sequential{Name: "block", Layers: []Layer{&blockLeaf{paramLeaf: paramLeaf{n: 0}, child: &paramLeaf{"mlp", 4}, inline: true}}}}},
+			[]row{{"block", 4}, {"block.mlp", 4}}},
 		{"a layer labelled into a sibling's module counts in its row", &Model{Layers: []Layer{&paramLeaf{"classifier", 6}, &paramLeaf{"classifier.out", 2}}},
 			[]row{{"classifier", 8}, {"classifier.out", 2}}},
 	} {

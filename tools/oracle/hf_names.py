@@ -64,6 +64,8 @@ CASES = [
     ("gemma3-tiny.json", "", ("Gemma3ForCausalLM",)),
     ("gemma3n-tiny.json", "", ("Gemma3nForCausalLM",)),
     ("gemma4-tiny.json", "", ("Gemma4ForCausalLM",)),
+    ("gemma4-e-tiny.json", "", ("Gemma4ForCausalLM",)),
+    ("gemma4-moe-tiny.json", "", ("Gemma4ForCausalLM",)),
     ("glm-4.5-air.json", "", ("Glm4MoeForCausalLM",)),
     ("glm-4.7-flash.json", "", ("Glm4MoeLiteForCausalLM",)),
     ("glm4v-moe-tiny.json", "", ("Glm4vMoeForConditionalGeneration",)),
