@@ -74,6 +74,12 @@ import (
 // / 2,304) where memsh, which makes the pair for the attention layers
 // that read it, has none (-4,096 / -2,048 bytes; no released LFM2 lacks
 // attention layers).
+// FalconMamba (falcon_mamba-tiny.json, eager: its only path) holds
+// nothing besides its layers' inputs, fp32 in bf16 too (residual_in_fp32);
+// measured without an attention_mask: with one, every mixer multiplies
+// its input by the int64 mask (apply_mask_to_padding_states), which the
+// step then holds once (512 bytes at 2 x 32 tokens; saved once without
+// checkpointing), a tensor memsh's Mamba mixers do not model.
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
 	lfm2 := map[string]any{"layer_types": []any{"full_attention", "conv", "conv"}}
@@ -165,6 +171,8 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, false},
 		{"starcoder2-tiny.json", nil, "sdpa", "fp32", []int64{116228, 132612, 148996}, []int64{5376, 5376, 5376}, 0, false},
 		{"starcoder2-tiny.json", nil, "sdpa", "bf16", []int64{91396, 99588, 107780}, []int64{3328, 3328, 3328}, 0, false},
+		{"falcon_mamba-tiny.json", nil, "eager", "fp32", []int64{59652, 67844, 76036}, []int64{0, 0, 0}, 0, false},
+		{"falcon_mamba-tiny.json", nil, "eager", "bf16", []int64{51460, 59652, 67844}, []int64{0, 0, 0}, 0, false},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

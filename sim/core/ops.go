@@ -207,6 +207,32 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 	if b.MegatronKernels() && !slice {
 		return b.teRMSNorm(x, w)
 	}
+	n := b.rmsNormalize(x, dim, slice)
+	// weight * n: saves n for the weight's grad.
+	iw := b.AddOp("mul", "scale", []Value{n}, w)
+	outDT := Promote(b.Prec.NormDType(), b.Dtype(n))
+	y := b.Out(iw, "out", b.Shape(n), outDT, "rms_norm output")
+	if b.Trainable(w) {
+		b.Save(iw, n)
+	}
+	b.Op(iw).Flops = float64(Numel(b.Shape(n)))
+	return y
+}
+
+// WeightlessRmsNormSlice is an RMS norm without a weight over the first
+// dim features of x's last dimension (x itself when dim is its width):
+// x.float() * rsqrt(x.float().pow(2).mean(-1) + eps), cast back to x's
+// dtype (FalconMambaWeightlessRMSNorm at transformers 5.25.0, the dt, B
+// and C norms of FalconMambaMixer). Saved as RmsNormSlice saves them but
+// the weight's product.
+func (b *Builder) WeightlessRmsNormSlice(name string, x Value, dim int64) Value {
+	defer b.Scope(name)()
+	return b.rmsNormalize(x, dim, b.Last(x) != dim)
+}
+
+// rmsNormalize is an RMS norm's x.to(fp32), pow(2).mean(-1), rsqrt and
+// product, cast back to x's dtype.
+func (b *Builder) rmsNormalize(x Value, dim int64, slice bool) Value {
 	inDT := b.Dtype(x)
 	shape := WithLast(b.Shape(x), dim)
 	var x32 Value
@@ -247,18 +273,10 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 	}
 	b.Op(in).Flops = float64(Numel(shape))
 	b.Op(in).Bytes += float64(units.FP32.Bytes(Numel(shape)) + b.Val(rs).Bytes)
-	n := b.Cast(n32, inDT, "rms_norm normalized, cast back to input dtype")
-	// weight * n: saves n for the weight's grad.
-	iw := b.AddOp("mul", "scale", []Value{n}, w)
-	outDT := Promote(b.Prec.NormDType(), b.Dtype(n))
-	y := b.Out(iw, "out", b.Shape(n), outDT, "rms_norm output")
-	if b.Trainable(w) {
-		b.Save(iw, n)
-	}
-	for _, i := range []int32{ip, im, ir, iw} {
+	for _, i := range []int32{ip, im, ir} {
 		b.Op(i).Flops = float64(Numel(shape))
 	}
-	return y
+	return b.Cast(n32, inDT, "rms_norm normalized, cast back to input dtype")
 }
 
 // ew adds an op with one output of the given shape and dtype that saves

@@ -70,6 +70,14 @@ var hfFamilies = []hfFamily{
 	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with
 	// models/falcon_h1 (absent from 4.52.4).
 	{modelType: "falcon_h1", prefix: "FalconH1", base: "model", heads: decoderHeads, build: buildFalconH1, since: [2]int{4, 53}},
+	// falcon_mamba: TII's falcon-mamba-7b (mamba.go). Older releases build
+	// it too (every wheel read from 4.52.4 on), but up to 5.24.0
+	// FalconMambaMixer trains through
+	// mamba_inner_fn (with the dt, B and C norms inside) wherever the
+	// mamba_ssm kernels load; the 5.25.0 wheel is the first whose mixer
+	// always runs the PyTorch loop (no fused path), which memsh models.
+	{modelType: "falcon_mamba", prefix: "FalconMamba", base: "backbone", heads: decoderHeads, build: buildFalconMamba, noFused: true, since: [2]int{5, 25},
+		sinceWhy: "5.24 and earlier train FalconMamba's mixer through the mamba_ssm kernels (mamba_inner_fn with its dt, B and C norms) wherever they load, which memsh does not model; 5.25 always runs the PyTorch loop"},
 	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
 	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
 	// transformers>=4.54); glm4_moe_lite: 5.0 (Megatron-Bridge's GLM-4.7

@@ -3,7 +3,7 @@ package hf
 // noPositionIDs are the model types whose decoder layers are not handed
 // a [1, seq] position_ids of their base model's making
 // (core.Model.PositionIDs), as transformers 5.25.0's modelling files have them: BERT,
-// BLOOM, Mamba, Mamba-2 and Granite 4.0-H call their layers without
+// BLOOM, Mamba, FalconMamba, Mamba-2 and Granite 4.0-H call their layers without
 // position_ids, and so does ModernBERT, whose layers get the rotary
 // cos and sin alone (ModernBertModel.forward, the
 // hf_block_saved.py held list: TestModernBERTCheckpointSavesAsTransformers), and DeBERTa-v2,
@@ -17,7 +17,7 @@ package hf
 // modeling_llama.py l. 379-380; 4.x: cache_position.unsqueeze(0)), and
 // passes it to every decoder layer (l. 398).
 var noPositionIDs = map[string]bool{
-	"bert": true, "roberta": true, "xlm-roberta": true, "bloom": true, "mamba": true, "mamba2": true, "granitemoehybrid": true,
+	"bert": true, "roberta": true, "xlm-roberta": true, "bloom": true, "mamba": true, "falcon_mamba": true, "mamba2": true, "granitemoehybrid": true,
 	"modernbert": true, "deberta-v2": true, "gpt2": true, "opt": true,
 	"qwen2_vl": true, "qwen2_5_vl": true, "qwen3_vl": true, "qwen3_vl_moe": true,
 	"qwen3_5": true, "qwen3_5_moe": true, "glm4v": true, "glm4v_moe": true,

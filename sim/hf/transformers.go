@@ -167,7 +167,8 @@ var maskingUtilsSince = [2]int{4, 53}
 //     files); loss_function from 4.49.0;
 //   - mamba and mamba2: lm_head(...).float() in the forward in every
 //     release (4.45.0 to 5.17.0), the shift copy before mambaLossSince
-//     and mamba2LossSince;
+//     and mamba2LossSince; falcon_mamba as mamba (5.25.0 upcasts, then
+//     loss_function);
 //   - mllama: lm_head(...).float() in the forward in every release
 //     (4.45.0 to 5.17.0), the loss as Llama's.
 func useLoss(m *core.Model, modelType string, v [2]int) {
@@ -182,7 +183,7 @@ func useLoss(m *core.Model, modelType string, v [2]int) {
 		}
 		m.PadLabels = !m.ShiftLogits
 		return
-	case "mamba":
+	case "mamba", "falcon_mamba":
 		shiftUntil, upcastAlways = mambaLossSince, true
 	case "mamba2":
 		shiftUntil, upcastAlways = mamba2LossSince, true
@@ -296,7 +297,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	setEmbedScaleBuffer(m, fam.modelType, v)
 	setGDN(m.Layers, v)
 	setKDA(m.Layers, v)
-	if fam.modelType == "mamba" {
+	if fam.modelType == "mamba" || fam.modelType == "falcon_mamba" {
 		setMambaSkipFP32(m.Layers, atLeast(v, mambaSkipFP32Since))
 	}
 	if fam.modelType == "roberta" || fam.modelType == "xlm-roberta" {

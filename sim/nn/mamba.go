@@ -44,6 +44,12 @@ type Mamba struct {
 	// gated product run in fp32 (cast back before out_proj); before it
 	// the skip ran in the activations' dtype (mamba1.go, lowerSlow).
 	SkipFP32 bool
+	// WeightlessNorms is FalconMambaMixer's slow path: x_proj's dt, B and
+	// C columns each through an RMS norm without a weight
+	// (FalconMambaWeightlessRMSNorm; its all-ones "weight" is a
+	// non-persistent buffer the forward never reads) before dt_proj and
+	// the scan (mamba1.go, lowerSlow). Impl must be "slow".
+	WeightlessNorms bool
 }
 
 // sequences reads an input of shape s as tokens rows of batch sequences
@@ -103,6 +109,9 @@ func (m *Mamba) Validate(path string) error {
 	case "", MambaJamba, MambaFused, MambaSlow:
 	default:
 		return fieldErr(path, "unknown ", FieldMambaImpl, fmt.Sprintf(" %q (known: jamba, fused, slow)", m.Impl))
+	}
+	if m.WeightlessNorms && m.Impl != MambaSlow {
+		return fieldErr(path, "weightless dt, B and C norms need ", FieldMambaImpl, fmt.Sprintf(" \"slow\" (got %q)", m.Impl))
 	}
 	return nil
 }

@@ -106,8 +106,10 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 	u := b.Out(si, "u", core.WithLast(s, I), dt, "silu of the conv output")
 	b.Save(si, c)
 	xp := b.Linear("x_proj", core.RoleLinear, transposedInput(b, "x_proj_input", u, batch), I, m.xProj(), false)
-	// dt_proj reads the time-step columns of x_proj's output (a view).
-	dtp := b.Linear("dt_proj", core.RoleLinear, xp, m.DTRank, I, true)
+	// dt, B and C are views of x_proj's output, or FalconMamba's normed
+	// copies of them (m.bcdt).
+	ts, bs, cs := m.bcdt(b, xp)
+	dtp := b.Linear("dt_proj", core.RoleLinear, ts, m.DTRank, I, true)
 	dts := b.Unary("softplus", dtp, true, false)
 	a := m.negA(b)
 	d := b.Param("D", []int64{I}, core.RoleLinear)
@@ -117,9 +119,9 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 	dA := b.Out(ei, "discrete_A", big, units.FP32, "exp(A x dt), fp32 [batch, inner, seq, state] (saved)")
 	b.Save(ei, dA)
 	b.Op(ei).Flops = float64(core.Numel(big))
-	bF, uF := xp, u // B.float() and u.float() are the tensors themselves in fp32
+	bF, uF := bs, u // B.float() and u.float() are the tensors themselves in fp32
 	if dt != units.FP32 {
-		ci := b.AddOp("cast", "B_fp32", []core.Value{xp})
+		ci := b.AddOp("cast", "B_fp32", []core.Value{bs})
 		bF = b.Out(ci, "B.fp32", []int64{batch, L, N}, units.FP32, "fp32 copy of the B columns")
 		uF = b.Cast(u, units.FP32, "fp32 copy of u")
 	}
@@ -130,7 +132,7 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 	// previous state (the first, zeros in the activations' dtype, too);
 	// each matmul its copy in the activations' dtype (the state itself in
 	// fp32); the stacked outputs are [batch, inner, seq].
-	li := b.AddOp("selective_scan_loop", "recurrence", []core.Value{dA, dBu, xp})
+	li := b.AddOp("selective_scan_loop", "recurrence", []core.Value{dA, dBu, cs})
 	y := b.Out(li, "scan_output", core.WithLast(s, I), dt, "the scan's outputs stacked")
 	states := L - 1
 	var kept []core.Value
@@ -150,6 +152,7 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 	}
 	add("ssm_states", states, units.FP32, "each step's fp32 state (saved by the next step)")
 	b.Save(li, kept...)
+	b.Save(li, cs) // each step's product with C[:, i], a view of C
 	b.Op(li).Flops = 4 * float64(T) * float64(I*N)
 	// scan_output + u * D, then times silu(gate) (gate: a view of xz).
 	// From transformers 5.15 D is D.float(): a copy the product keeps
@@ -184,6 +187,26 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 		out = b.Cast(out, dt, "the gated output cast back (.to(dtype) before out_proj)")
 	}
 	return b.Linear("out_proj", core.RoleLinear, transposedInput(b, "out_proj_input", out, batch), I, m.Dim, m.Bias)
+}
+
+// bcdt is what the slow path reads as dt, B and C: x_proj's output xp
+// (each a view of its columns), or with WeightlessNorms each column group
+// normed (FalconMambaMixer.forward at transformers 5.25.0: dt_layernorm,
+// b_layernorm, c_layernorm). The norms' buffers are registered here.
+func (m *Mamba) bcdt(b *core.Builder, xp core.Value) (dt, bs, cs core.Value) {
+	if !m.WeightlessNorms {
+		return xp, xp, xp
+	}
+	for _, n := range []struct {
+		name string
+		dim  int64
+	}{{"dt_layernorm", m.Inner}, {"b_layernorm", m.State}, {"c_layernorm", m.State}} {
+		done := b.Scope(n.name)
+		b.Buffer("weight", []int64{n.dim}, b.Prec.Params, "FalconMambaWeightlessRMSNorm's all-ones weight (non-persistent, never read)")
+		done()
+	}
+	return b.WeightlessRmsNormSlice("dt_layernorm", xp, m.DTRank), b.WeightlessRmsNormSlice("b_layernorm", xp, m.State),
+		b.WeightlessRmsNormSlice("c_layernorm", xp, m.State)
 }
 
 // lowerFused is MambaMixer.cuda_kernels_forward in training: in_proj,

@@ -59,6 +59,7 @@ CASES = [
     ("ernie4_5_moe-tiny.json", "", ("Ernie4_5_MoeForCausalLM",)),
     ("exaone4-tiny.json", "", ("Exaone4ForCausalLM",)),
     ("falcon-h1-tiny.json", "", ("FalconH1ForCausalLM",)),
+    ("falcon_mamba-tiny.json", "", ("FalconMambaForCausalLM",)),
     ("gemma-tiny.json", "", ("GemmaForCausalLM",)),
     ("gemma2-tiny.json", "", ("Gemma2ForCausalLM",)),
     ("gemma3-tiny.json", "", ("Gemma3ForCausalLM",)),
