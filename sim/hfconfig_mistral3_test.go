@@ -178,6 +178,22 @@ func loweredParamNames(t *testing.T, p *core.Plan) map[string]bool {
 	return out
 }
 
+// checkHasParams holds the parameters of config's model (hf_config,
+// sdpa) to names: each must be among them.
+func checkHasParams(t *testing.T, config string, names ...string) {
+	t.Helper()
+	m, err := hf.FromConfig([]byte(config), "sdpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := loweredParamNames(t, tinyPlan(t, m))
+	for _, n := range names {
+		if !have[n] {
+			t.Errorf("no parameter %s", n)
+		}
+	}
+}
+
 // checkParamNames holds p's lowered parameters to names (each must be
 // among them) and to the same set with the images im as without them;
 // p is left with im.

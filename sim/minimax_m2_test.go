@@ -59,15 +59,6 @@ func TestMiniMaxM2Config(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tc.new, err, tc.err)
 		}
 	}
-	m, err := hf.FromConfig([]byte(tiny), "sdpa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := loweredParamNames(t, tinyPlan(t, m))
-	for _, want := range []string{"model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight",
-		"model.layers.1.mlp.gate.weight", "model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj", "lm_head.weight"} {
-		if !names[want] {
-			t.Errorf("no parameter %s", want)
-		}
-	}
+	checkHasParams(t, tiny, "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight",
+		"model.layers.1.mlp.gate.weight", "model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj", "lm_head.weight")
 }

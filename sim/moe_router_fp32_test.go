@@ -46,6 +46,11 @@ import (
 //     (nn.KimiDeltaAttention.DTBiasFP32); 5.23.0: 465,168 / 465,168
 //     (sim/kimi_linear_test.go; layers 3 2 32 bfloat16).
 //
+//   - mistral4-tiny.json (3 layers, 1 and 2 MoE), 5.25.0: 336,752 /
+//     336,752, half the fp32 load's 673,504: Mistral4PreTrainedModel's
+//     _keep_in_fp32_modules_strict is empty, its router bf16
+//     (sim/mistral4_test.go).
+//
 // Without keepfp32 (cls(cfg).to(bfloat16), every parameter cast) the
 // first two count 2 B a parameter: 216,768 and 206,480.
 func TestMoERouterKeptFP32Bytes(t *testing.T) {
@@ -63,6 +68,7 @@ func TestMoERouterKeptFP32Bytes(t *testing.T) {
 		{"dots1-tiny.json", "5.25.0", "bf16", 439_360, 439_360},
 		{"kimi_linear-tiny.json", "5.25.0", "bf16", 467_472, 467_472},
 		{"kimi_linear-tiny.json", "5.23.0", "bf16", 465_168, 465_168},
+		{"mistral4-tiny.json", "5.25.0", "bf16", 336_752, 336_752},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err != nil {

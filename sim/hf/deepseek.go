@@ -134,8 +134,11 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 // in 5.25.0, l. 121 in 4.57.1; Glm4MoeTopkRouter the same); only the hub's
 // remote code makes it for "noaux_tc" alone (TestScoreBiasWhateverTopkMethod).
 func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
-	if c.modelType == "deepseek_v2" {
+	switch c.modelType {
+	case "deepseek_v2":
 		return c.deepSeekV2MoE(hidden, inter, experts, act)
+	case "mistral4":
+		return c.mistral4MoE(hidden, inter, experts, act)
 	}
 	if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
 		c.fail("scoring_func", "must be \"sigmoid\" for model_type %s (got %q)", c.modelType, f)

@@ -209,6 +209,19 @@ var hfFamilies = []hfFamily{
 	{modelType: "ministral3", prefix: "Ministral3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
 	// mistral3: the 4.50.0 wheel is the first with models/mistral3 (mistral3.go).
 	{modelType: "mistral3", prefix: "Mistral3", base: "model", heads: vlHeads, build: buildMistral3, vl: true, since: [2]int{4, 50}},
+	// mistral4: Mistral Small 4; DeepSeek-V3's layout with its own
+	// attention scale and softmax router (mistral4.go). The 5.4.0 wheel is
+	// the first with models/mistral4 (absent from 5.3.0; pip download
+	// --no-deps, unzip -l), but up to 5.14 (5.4.0, 5.12.0 and 5.14.0 read)
+	// Mistral4Attention has its own forward (k and v from kv_b_proj before
+	// the rotation, the key a torch.cat) and Mistral4MoE routes in
+	// route_tokens_to_experts; from 5.15.0 (to 5.25.0, read: 5.15.0 to
+	// 5.19.0 differ in the cache's and the base model's names) the
+	// attention is DeepseekV3Attention's and the router a
+	// DeepseekV2TopkRouter, what memsh models.
+	{modelType: "mistral4", prefix: "Mistral4", base: "model", heads: decoderHeads, build: buildMistral4, noEager: true, since: [2]int{5, 15},
+		sinceWhy: "5.4 to 5.14 build Mistral4Attention with a forward of its own (the key a torch.cat of kv_b_proj's nope part and the rope key) and route in Mistral4MoE",
+		experts:  &hfExperts{}},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},

@@ -67,6 +67,11 @@ type MLA struct {
 	// sqrt(hidden / kv_lora_rank), products by Python floats: new tensors,
 	// nothing saved, kv_b_proj keeping the scaled latent.
 	LoraScale bool
+	// QPosScale: q (its nope and rotated parts concatenated) times a
+	// scale of each position (Mistral4Attention.forward,
+	// modular_mistral4.py at 5.25.0: get_llama_4_attn_scale from
+	// rope_parameters' llama_4_scaling_beta; attention_qscale.go).
+	QPosScale bool
 }
 
 func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
@@ -201,6 +206,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 		qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim), tables...)
 		kr = rope(b, "k", kva, core.WithLast(s, a.RopeDim), tables...)
 		query = b.Ew("cat", "query_states", []core.Value{q, qr}, core.WithLast(s, h*qk), dt, "q: nope and roped parts concatenated")
+	}
+	if a.QPosScale {
+		query = qPosScale(b, query, s[len(s)-2])
 	}
 	key := b.Ew("cat", "key_states", []core.Value{kvb, kr}, core.WithLast(s, h*qk), dt, "k: nope part and the shared rope key expanded to the heads")
 	// SDPA reads v as the v_head_dim view of kv_b_proj's output, which it

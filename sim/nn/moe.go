@@ -149,6 +149,12 @@ type MoE struct {
 	// modeling_ernie4_5_moe.py at 5.25.0), whose clamp keeps the sum, one
 	// more [tokens, 1] tensor than NormTopK alone.
 	NormMin bool
+	// SoftmaxInDType: the softmax router's gating GEMM and softmax run in
+	// the activations' dtype, so the probabilities and the top-k weights
+	// are in it too (Mistral4TopkRouter: F.linear(x, weight), then
+	// router_logits.softmax(-1); modular_mistral4.py, 5.25.0). Without it
+	// the probabilities are fp32 (softmax(..., dtype=torch.float)).
+	SoftmaxInDType bool
 	// WeightsHidden: the softmax router's top-k weights are cast to the
 	// hidden states' dtype even when RouterFP32 computes them in fp32
 	// (Ernie4_5_MoeTopKRouter's routing_weights.to(hidden_states.dtype);

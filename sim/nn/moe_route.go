@@ -138,8 +138,12 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			probsDt = b.Dtype(x)
 		}
 
+		probsIn := units.FP32
+		if m.SoftmaxInDType {
+			probsIn = b.Dtype(logits)
+		}
 		sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
-		probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
+		probs := b.Out(sm, "router_probs", []int64{T, E}, probsIn, "router probabilities")
 		b.Save(sm, probs)
 		b.SaveSoftmaxInput(sm, logits)
 		b.Op(sm).Flops = 5 * float64(T*E)
@@ -147,7 +151,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			probs = m.maskGroups(b, probs, T)
 		}
 		tk := b.AddOp("topk", "topk", []core.Value{probs})
-		w := b.Out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
+		w := b.Out(tk, "routing_weights", []int64{T, k}, probsIn, "top-k routing weights")
 		r.idx = b.Out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
 		b.Val(r.idx).Grad = false
 		b.Save(tk, r.idx)

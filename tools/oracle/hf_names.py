@@ -94,6 +94,7 @@ CASES = [
     ("ministral3-tiny.json", "", ("Ministral3ForCausalLM",)),
     ("mistral3-tiny.json", "", ("Mistral3ForConditionalGeneration",)),
     ("mistral-tiny.json", "", ("MistralForCausalLM",)),
+    ("mistral4-tiny.json", "", ("Mistral4ForCausalLM",)),
     ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
