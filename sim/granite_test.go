@@ -99,18 +99,22 @@ func graniteSaved(t *testing.T, file string, layers int, precision, attn string,
 	return hfSaved(t, file, layers, precision, hf.Options{Attn: attn}, ckpt)
 }
 
-// hfSaved is graniteSaved with hf_config's options (linear_attn=).
+// hfSaved is graniteSaved with hf_config's options (linear_attn=); layers
+// 0 keeps the config's.
 func hfSaved(t *testing.T, file string, layers int, precision string, opts hf.Options, ckpt bool) int64 {
 	t.Helper()
 	cpu, err := core.LookupRuntime("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := regexp.MustCompile(`"num_hidden_layers": \d+`).ReplaceAllString(string(readHF(t, file)), `"num_hidden_layers": `+strconv.Itoa(layers))
-	cfg = regexp.MustCompile(`"layer_types": \[([^\]]*)\]`).ReplaceAllStringFunc(cfg, func(list string) string {
-		types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"layer_types": [`), "]"), ", ")
-		return `"layer_types": [` + strings.Join(types[:layers], ", ") + "]"
-	})
+	cfg := string(readHF(t, file))
+	if layers > 0 { // else the layers as written
+		cfg = regexp.MustCompile(`"num_hidden_layers": \d+`).ReplaceAllString(cfg, `"num_hidden_layers": `+strconv.Itoa(layers))
+		cfg = regexp.MustCompile(`"layer_types": \[([^\]]*)\]`).ReplaceAllStringFunc(cfg, func(list string) string {
+			types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"layer_types": [`), "]"), ", ")
+			return `"layer_types": [` + strings.Join(types[:layers], ", ") + "]"
+		})
+	}
 	m, err := hf.FromConfigOptions([]byte(cfg), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -192,8 +192,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "lfm2_moe", prefix: "Lfm2Moe", base: "model", heads: decoderHeads, build: buildLFM2MoE, since: [2]int{5, 0}, experts: &hfExperts{keepScoreBias: true}},
 	// lfm2_vl: LFM2-VL and LFM2.5-VL; models/lfm2_vl was on main by
 	// 2025-09-26 (huggingface/transformers#41171's answer), first released
-	// in 4.57.0. The lowering follows 5.25.0's (lfm2_vl.go).
-	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}},
+	// in 4.57.0. The lowering follows 5.25.0's (lfm2_vl.go); an LFM2-MoE
+	// text model's experts are lfm2_moe's (5.0 and later only).
+	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{keepScoreBias: true}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	// minimax_m2: MiniMax-M2, M2.1, M2.5; the 5.0.0 wheel is the first

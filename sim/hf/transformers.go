@@ -286,6 +286,10 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 		return &units.Error{Msg: fmt.Sprintf("text_config's model_type \"ministral3\" needs transformers 5.0 or later (got transformers=%q)", version),
 			Hint: "transformers 5.0 first ships Ministral3ForCausalLM: pass transformers=\"5.0.0\" (or the release the model trains with)"}
 	}
+	if fam.modelType == "lfm2_vl" && !v5 && slices.ContainsFunc(m.Layers, hasMoE) { // models/lfm2_moe: first in the 5.0.0 wheel (families.go)
+		return &units.Error{Msg: fmt.Sprintf("text_config's model_type \"lfm2_moe\" needs transformers 5.0 or later (got transformers=%q)", version),
+			Hint: "transformers 5.0 first ships Lfm2MoeModel: pass transformers=\"5.0.0\" (or the release the model trains with)"}
+	}
 	if fam.modelType == "nemotron_h" && strings.Contains(c.nemotronPattern(), "E") && !atLeast(v, nemotronLibrarySince) {
 		return &units.Error{Msg: fmt.Sprintf("hybrid_override_pattern has E (MoE) layers, which transformers first builds in 5.3 (got transformers=%q)", version),
 			Hint: "before 5.3 Nemotron-H runs the hub's modeling_nemotron_h.py (trust_remote_code), whose MoE layers memsh does not model: pass transformers=\"5.3.0\" or later"}
@@ -376,6 +380,12 @@ func expertsModelTypes() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// hasMoE says whether l's tree holds an nn.MoE.
+func hasMoE(l core.Layer) bool {
+	_, ok := l.(*nn.MoE)
+	return ok || slices.ContainsFunc(l.Children(), hasMoE)
 }
 
 // forAttention calls f on every nn.Attention in l's tree.
