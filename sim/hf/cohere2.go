@@ -24,10 +24,25 @@ import (
 // sin in the model's dtype. attention_bias (default false) biases q, k, v
 // and o; the MLP is Llama's without biases; the head is tied by default
 // and multiplies the logits by logit_scale (default 0.0625).
+//
+// Cohere's first model (model_type cohere: CohereLabs/c4ai-command-r-v01,
+// -08-2024, c4ai-command-r-plus, aya-23-8B and -35B, aya-expanse-8b and
+// -32b; models/cohere/modeling_cohere.py at 5.25.0) is the same layer
+// rotating q and k in every layer, no window: CohereAttention takes
+// head_dim from the config when it has one (getattr(config, "head_dim",
+// hidden_size // num_attention_heads)), and with use_qk_norm (default
+// false) norms each head of q and k before the rope with a
+// CohereLayerNorm of [heads, head_dim] weights (q_norm, k_norm:
+// nn.Attention.QKNormCohere).
 func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
+	v1 := c.modelType == "cohere"
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
-	if c.err == nil && hidden%heads != 0 {
+	hd := c.headDim("hidden_size", "num_attention_heads", 0)
+	if c.err == nil && !v1 && hidden%heads != 0 {
 		c.fail("num_attention_heads", "must divide hidden_size (%d): Cohere2Config makes head_dim hidden_size / num_attention_heads (got %d)", hidden, heads)
+	}
+	if !v1 {
+		hd = hidden / max(heads, 1) // Cohere2Config sets head_dim so
 	}
 	c.object("rope_scaling")
 	c.object("rope_parameters")
@@ -39,13 +54,21 @@ func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
 	if !(scale > 0) {
 		c.fail("logit_scale", "must be a positive number (got %g): the head multiplies the logits by it", scale)
 	}
-	window := c.sizeOr("sliding_window", 0) // null: no layer slides or rotates
-	sliding := c.slidingPattern(layers)
+	var window int64
+	sliding := make([]bool, max(layers, 0))
+	if !v1 {
+		window = c.sizeOr("sliding_window", 0) // null: no layer slides or rotates
+		sliding = c.slidingPattern(layers)
+	}
+	qkNorm := v1 && c.flag("use_qk_norm", false)
 	if c.err != nil {
 		return nil
 	}
-	full := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hidden / heads, QKVBias: bias, OutBias: bias,
-		Impl: attn, Causal: true, Dropout: drop, SoftmaxFP32: true, EagerMask: true}
+	full := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
+		Impl: attn, Causal: true, Dropout: drop, SoftmaxFP32: true, EagerMask: true, QKNorm: qkNorm, QKNormCohere: qkNorm}
+	if v1 {
+		full.Rope, full.RopeTables = true, "rotary_emb"
+	}
 	local := *full
 	if window > 0 {
 		local.Window, local.Rope, local.RopeTables = window, true, "rotary_emb"
@@ -56,7 +79,7 @@ func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
 		return res(norm("input_layernorm"), &nn.Parallel{Branches: []core.Layer{at, mlp}})
 	}
 	blocks := slidingBlocks(sliding, block(full), block(&local))
-	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}

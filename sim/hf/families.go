@@ -25,6 +25,10 @@ var hfFamilies = []hfFamily{
 		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	// cohere: Command R, R+, Aya 23 and Aya Expanse; transformers 4.39
+	// (their cards: "Please use transformers version 4.39.1 or higher").
+	// cohere2.go.
+	{modelType: "cohere", prefix: "Cohere", base: "model", heads: decoderHeads, build: buildCohere2, since: [2]int{4, 39}},
 	// cohere2: transformers 4.48 (Command R7B's config.json was written by
 	// 4.48.0.dev0; its model page: "added to Hugging Face Transformers on
 	// 2024-12-13", after 4.47.0). cohere2.go.

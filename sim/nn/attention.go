@@ -55,7 +55,11 @@ type Attention struct {
 	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
 	QKNormGemma bool    // QKNorm's norms are Gemma's RMSNorm (Gemma 3; gemma_norm.go)
-	QKNormWide  bool    // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
+	// QKNormCohere: QKNorm's norms are Cohere's LayerNorm with a weight
+	// for each head, [heads, head_dim] (Command R+'s use_qk_norm;
+	// cohere_norm.go)
+	QKNormCohere bool
+	QKNormWide   bool // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
 	// QKNormAfterRope: Llama's RMS norm over each head of q and k after
 	// the rotary embedding, named query_layernorm and key_layernorm
 	// (Hunyuan's HunYuanDenseV1Attention); QKNorm's norms come before it.
@@ -241,7 +245,10 @@ func (a *Attention) Params() int64 {
 	if a.OutBias {
 		n += a.Dim
 	}
-	if a.QKNorm || a.QKNormAfterRope {
+	switch {
+	case a.QKNorm && a.QKNormCohere:
+		n += (h + kv) * d // a weight for each head
+	case a.QKNorm || a.QKNormAfterRope:
 		n += 2 * d // q_norm and k_norm weights, head_dim each
 	}
 	if a.QKNormWide {
@@ -357,10 +364,10 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	qn, kn := a.qkNormNames()
 	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
-		q = qkHeadNorm(b, qn, q, s, h, d, a.QKNormGemma)
+		q = a.headNorm(b, qn, q, s, h, d)
 	}
 	if a.QKNorm {
-		k = qkHeadNorm(b, kn, k, s, kv, d, a.QKNormGemma)
+		k = a.headNorm(b, kn, k, s, kv, d)
 	}
 	if a.QKNormWide {
 		q, k = a.wideQKNorm(b, q, k, h, kv, d)

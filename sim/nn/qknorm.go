@@ -17,20 +17,38 @@ import (
 // (gemmaNorm: Gemma 3's q_norm and k_norm, Attention.QKNormGemma). The
 // result is [..., heads*headDim].
 func qkHeadNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64, gemma bool) core.Value {
+	return overHeads(b, name, x, s, heads, headDim, func() core.Value {
+		if gemma {
+			return gemmaNorm(b, name, x, headDim)
+		}
+		return b.RmsNorm(name, x, headDim)
+	})
+}
+
+// overHeads runs norm on x viewed as [..., heads, headDim] and gives its
+// result back as [..., heads*headDim].
+func overHeads(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64, norm func() core.Value) core.Value {
 	split := append(append([]int64(nil), s[:len(s)-1]...), heads, headDim)
 	if core.Numel(split) != core.Numel(b.Shape(x)) {
 		panic(core.LowerError{Err: units.Errorf(b.Name(name), "cannot view %v as %v heads of %d", b.Shape(x), heads, headDim)})
 	}
 	b.Val(x).Shape = split
-	var y core.Value
-	if gemma {
-		y = gemmaNorm(b, name, x, headDim)
-	} else {
-		y = b.RmsNorm(name, x, headDim)
-	}
+	y := norm()
 	b.Val(x).Shape = core.WithLast(s, heads*headDim)
 	b.Val(y).Shape = core.WithLast(s, heads*headDim)
 	return y
+}
+
+// headNorm is QKNorm's norm of q's or k's heads: Cohere's LayerNorm with
+// a weight for each head (QKNormCohere), else qkHeadNorm's.
+func (a *Attention) headNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64) core.Value {
+	if !a.QKNormCohere {
+		return qkHeadNorm(b, name, x, s, heads, headDim, a.QKNormGemma)
+	}
+	return overHeads(b, name, x, s, heads, headDim, func() core.Value {
+		defer b.Scope(name)()
+		return cohereNorm(b, x, []int64{heads, headDim}, headDim)
+	})
 }
 
 // qkNormNames are QKNorm's module names (Attention.QKNormNames).

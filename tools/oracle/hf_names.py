@@ -97,6 +97,7 @@ CASES = [
     ("mistral4-tiny.json", "", ("Mistral4ForCausalLM",)),
     ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
+    ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
     ("olmo2-tiny.json", "", ("Olmo2ForCausalLM",)),
