@@ -27,6 +27,8 @@ type Builder struct {
 	// loraHits are the module-name LoRA targets a linear matched
 	// (lora_targets.go).
 	loraHits map[string]bool
+	// loraAdapted: some LoRA adapter was registered (unmatchedLoRATargets)
+	loraAdapted bool
 	// curBlock is the repeated block being lowered, 1-based (0: none),
 	// recorded on each op (OpInfo.Block).
 	curBlock int32
@@ -290,6 +292,7 @@ func (b *Builder) AdapterParam(name string, shape []int64, role Role) int32 {
 	b.P.Params[i].Trainable = !b.Eval
 	if role == RoleLoRA {
 		b.P.Params[i].DType = b.AdapterDType()
+		b.loraAdapted = true
 	}
 	return i
 }

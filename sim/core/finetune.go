@@ -27,6 +27,7 @@ type Finetune struct {
 	useCache    bool        // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
 	noAttnMask  bool        // the batch carries no attention_mask (Plan.NoAttentionMask)
 	adapterDT   units.DType // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
+	peftExperts peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
 	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
@@ -46,6 +47,9 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		useCache:    p.ForwardCache(),
 		adapterDT:   p.AdapterDType(),
 		noAttnMask:  p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
+	}
+	if p.Model != nil {
+		ft.peftExperts = peftExpertTables[p.Model.PEFTExperts]
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv

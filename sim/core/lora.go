@@ -105,9 +105,12 @@ func (p *Plan) AdapterDType() units.DType {
 	return units.InvalidDType
 }
 
-func (l *LoRA) targets(role Role) bool {
+// targets reports whether a target names role; allLinear: "all-linear"
+// counts (false where PEFT's all-linear leaves the linear out:
+// lora_experts.go).
+func (l *LoRA) targets(role Role, allLinear bool) bool {
 	for _, t := range l.Targets {
-		if Role(t) == role || (t == "all-linear" && role != RoleLMHead && role != RoleConv) {
+		if Role(t) == role || (allLinear && t == "all-linear" && role != RoleLMHead && role != RoleConv) {
 			return true
 		}
 		if role == RoleQKV && (t == "q" || t == "k" || t == "v") {

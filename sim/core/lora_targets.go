@@ -47,10 +47,12 @@ func checkNameTarget(t string) error {
 	return nil
 }
 
-// nameTarget is the module-name target module matches, "" for none.
-func (l *LoRA) nameTarget(module string) string {
+// nameTarget is the module-name target module matches, "" for none. A
+// target PEFT converts to a parameter target on this model (ex:
+// lora_experts.go) matches no module.
+func (l *LoRA) nameTarget(module string, ex peftExpertNames) string {
 	for _, t := range l.Targets {
-		if !isLoRARole(t) && (module == t || strings.HasSuffix(module, "."+t)) {
+		if !isLoRARole(t) && ex.converted(t) == "" && (module == t || strings.HasSuffix(module, "."+t)) {
 			return t
 		}
 	}
@@ -60,20 +62,22 @@ func (l *LoRA) nameTarget(module string) string {
 // Adapts reports whether a linear of role at module path module gets an
 // adapter: its role or its module name is targeted.
 func (l *LoRA) Adapts(role Role, module string) bool {
-	return l.targets(role) || l.nameTarget(module) != ""
+	return l.targets(role, true) || l.nameTarget(module, peftExpertNames{}) != ""
 }
 
 // adapts reports whether the linear of role the builder is in (its
 // module path, b.Name("")) gets an adapter, noting the module-name
-// target it matched (unmatchedLoRATargets).
+// target it matched (unmatchedLoRATargets). all-linear leaves out a
+// linear whose leaf name PEFT converts on this model (lora_experts.go).
 func (b *Builder) adapts(role Role) bool {
 	if b.Lora == nil {
 		return false
 	}
-	if b.Lora.targets(role) {
+	module, ex := b.Name(""), b.peftExperts()
+	if b.Lora.targets(role, !ex.excludes(module)) {
 		return true
 	}
-	t := b.Lora.nameTarget(b.Name(""))
+	t := b.Lora.nameTarget(module, ex)
 	if t == "" {
 		return false
 	}
@@ -89,11 +93,13 @@ func (b *Builder) adapts(role Role) bool {
 // scope: by its role, all-linear, or its module name.
 func (b *Builder) LoRAAdapts(role Role) bool { return b.adapts(role) }
 
-// unmatchedLoRATargets refuses a module-name target that no linear of the
-// whole model matched, as PEFT's get_peft_model does ("Target modules
-// ... not found in the base model").
+// unmatchedLoRATargets refuses module-name targets of which none
+// matched a linear of the whole model when no adapter was made at all,
+// as PEFT's get_peft_model does ("Target modules ... not found in the
+// base model"; a list of which some names match is applied without a
+// word: BaseTuner.inject_adapter at 0.21.2).
 func (b *Builder) unmatchedLoRATargets() error {
-	if b.Lora == nil {
+	if b.Lora == nil || b.loraAdapted {
 		return nil
 	}
 	for _, t := range b.Lora.Targets {

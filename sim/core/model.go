@@ -62,6 +62,12 @@ type Model struct {
 	// model and in its dtype: PEFT's fp32 adapters (Plan.AdapterDType) do
 	// not apply.
 	NativeLoRA bool
+	// PEFTExperts names the table PEFT (0.20 on) converts LoRA targets by
+	// on this model (lora_experts.go): "mixtral" or "qwen2_moe", the
+	// transformers 5 MoE families whose experts are 3-D parameters and
+	// whose checkpoints transformers converts from 4.x's per-expert
+	// nn.Linear modules; "" for none.
+	PEFTExperts string
 	// LogitScale divides the head's logits by it (Granite's
 	// logits_scaling: logits = logits / self.config.logits_scaling in
 	// GraniteForCausalLM.forward, models/granite/modeling_granite.py at

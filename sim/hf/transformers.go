@@ -362,6 +362,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 		return &units.Error{Msg: fmt.Sprintf("experts=%q: model_type %q has no MoE blocks run by experts_implementation", experts, fam.modelType),
 			Hint: "experts= applies to " + strings.Join(expertsModelTypes(), ", ") + "; leave it out for this model"}
 	}
+	if fam.experts != nil {
+		m.PEFTExperts = peftExperts[fam.modelType] // PEFT converts LoRA targets on 5.x's 3-D experts
+	}
 	return nil
 }
 

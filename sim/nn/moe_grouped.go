@@ -71,6 +71,24 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 type fusedWeights struct {
 	gateUp, down         int32
 	gateUpBias, downBias int32 // -1 without expert biases
+	// gateUpLoRA and downLoRA are the weights the forward reads when
+	// PEFT wraps the parameter (core.Builder.ParamLoRA: W merged with its
+	// adapters), NoValue otherwise.
+	gateUpLoRA, downLoRA core.Value
+}
+
+// merged is the weight PEFT's ParamWrapper makes of parameter p, NoValue
+// when p is not wrapped.
+func (fw *fusedWeights) merged(p int32) core.Value {
+	switch {
+	case fw == nil:
+		return core.NoValue
+	case p == fw.gateUp:
+		return fw.gateUpLoRA
+	case p == fw.down:
+		return fw.downLoRA
+	}
+	return core.NoValue
 }
 
 // registerFused registers this rank's expert weights as 3-D parameters
@@ -95,6 +113,7 @@ func (m *MoE) registerFused(b *core.Builder) fusedWeights {
 		fw.downBias = b.Param(down+"_bias", []int64{E, m.Dim}, RoleExpertDown)
 		b.ShardParam(fw.downBias, m.Experts*m.Dim)
 	}
+	fw.gateUpLoRA, fw.downLoRA = b.ParamLoRA(fw.gateUp, up), b.ParamLoRA(fw.down, down)
 	return fw
 }
 
@@ -120,6 +139,11 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 	if m.impl() != MoELoop {
 		w := m.registerFused(b)
 		fw = &w
+		if w.gateUpLoRA != core.NoValue || w.downLoRA != core.NoValue {
+			panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+				Msg:  "PEFT's LoRA on the 3-D experts (lora.ParamWrapper) is modelled for transformers' own experts (grouped_mm, eager) without expert parallelism, not for impl \"grouped\" or ep > 1",
+				Hint: "drop ep=, or target no expert (PEFT converts all-linear and the 4.x expert names on this model: name the attention projections)"}})
+		}
 	}
 	gateName, upName, downName := m.projNames()
 	proj := func(name string, role core.Role, x core.Value, in, out int64, fused int32) core.Value {
@@ -206,19 +230,31 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 // fusedSlice is expert e's projection in the fused loop: its slice of
 // the 3-D parameter p (a view), cast per call under autocast (a view is
 // not a leaf: autocast's weight cache does not keep it), and the matmul.
-func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in, out int64, p, bias int32) core.Value {
+// merged is PEFT's merged weight the loop slices instead of p
+// (core.Builder.ParamLoRA; NoValue: none): it requires grad, so the
+// matmul saves its input, and the slice when the input needs a gradient.
+func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in, out int64, p, bias int32, merged core.Value) core.Value {
 	defer b.Scope(name)()
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute
 	}
 	xin := b.Cast(x, dt, "autocast copy of expert input")
-	params := []int32{p}
+	var params []int32
+	if merged == core.NoValue {
+		params = append(params, p)
+	}
 	if bias >= 0 {
 		params = append(params, bias)
 	}
 	ins := []core.Value{xin}
-	if b.Prec.Params != dt {
+	switch {
+	case merged != core.NoValue && b.Dtype(merged) != dt:
+		c := b.AddOp("cast", "weight_to_"+dt.Name(), []core.Value{merged})
+		ins = append(ins, b.Out(c, "weight."+dt.Name(), []int64{out, in}, dt, fmt.Sprintf("expert %d's slice of the merged %s in the compute dtype", e, name)))
+	case merged != core.NoValue:
+		ins = append(ins, merged) // its slice: a view of the merged weight
+	case b.Prec.Params != dt:
 		c := b.AddOp("cast", "weight_to_"+dt.Name(), nil, p)
 		wv := b.Out(c, "weight."+dt.Name(), []int64{out, in}, dt, fmt.Sprintf("expert %d's slice of %s in the compute dtype", e, name))
 		b.Val(wv).Cat = core.CatParams
@@ -226,7 +262,7 @@ func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in
 	}
 	i := b.AddOp("matmul", "", ins, params...)
 	y := b.Out(i, "out", []int64{core.Rows(b.Shape(xin)), out}, dt, "output of expert "+core.Itoa(e)+"'s "+name)
-	if b.Trainable(p) {
+	if b.Trainable(p) || merged != core.NoValue {
 		b.Save(i, xin)
 	}
 	if b.Grad(xin) && len(ins) > 1 {

@@ -45,7 +45,8 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	S := T * k
 	done := b.Scope("experts")
 	b.ReserveParams(m.Experts)
-	fw := m.registerFused(b)
+	fw := new(fusedWeights)
+	*fw = m.registerFused(b)
 	done()
 	defer b.Scope("experts")()
 	srt := b.AddOp("sort", "sort", []core.Value{r.idx})
@@ -98,11 +99,22 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	// bytes; the activation keeps gate, the product up).
 	proj := func(name string, in core.Value, p, bias int32, inDim, outDim int64) core.Value {
 		xin := b.Cast(in, dt, "expert input in the weight's dtype (grouped_mm is not autocast-enabled)")
-		i := b.AddOp("grouped_matmul", name, []core.Value{xin}, p)
-		y := b.Out(i, name, []int64{S, outDim}, dt, "grouped GEMM output ("+name+")")
-		if b.Trainable(p) {
+		var i int32
+		if w := fw.merged(p); w != core.NoValue { // PEFT's merged weight, which requires grad
+			i = b.AddOp("grouped_matmul", name, []core.Value{xin, w})
+			b.Out(i, name, []int64{S, outDim}, dt, "grouped GEMM output ("+name+")")
 			b.Save(i, xin)
+			if b.Grad(xin) {
+				b.Save(i, w)
+			}
+		} else {
+			i = b.AddOp("grouped_matmul", name, []core.Value{xin}, p)
+			b.Out(i, name, []int64{S, outDim}, dt, "grouped GEMM output ("+name+")")
+			if b.Trainable(p) {
+				b.Save(i, xin)
+			}
 		}
+		y := b.Op(i).Out[0]
 		b.Save(i, offs)
 		b.Op(i).Flops = 2 * float64(S) * float64(inDim) * float64(outDim)
 		b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(m.Experts*inDim*outDim))

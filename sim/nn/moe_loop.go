@@ -192,13 +192,13 @@ func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights
 		if fw != nil {
 			var y core.Value
 			if split {
-				y = m.fusedSlice(b, e, name, x, in, out, fw.gateUp, fw.gateUpBias)
+				y = m.fusedSlice(b, e, name, x, in, out, fw.gateUp, fw.gateUpBias, fw.merged(fw.gateUp))
 				if gateUpRead {
 					return y
 				}
 				gateUpRead = true
 			} else {
-				y = m.fusedSlice(b, e, name, x, in, out, fw.down, fw.downBias)
+				y = m.fusedSlice(b, e, name, x, in, out, fw.down, fw.downBias, fw.merged(fw.down))
 			}
 			b.Op(b.Val(y).Producer).Syncs = fusedSyncs
 			return y

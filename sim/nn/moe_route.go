@@ -252,6 +252,20 @@ func paramLinear(b *core.Builder, weight string, x core.Value, in, out int64, bi
 	}
 	xin := b.Cast(x, dt, "router input in the router's dtype")
 	ins := []core.Value{xin}
+	if merged := b.ParamLoRA(w, weight); merged != core.NoValue {
+		// PEFT's ParamWrapper on the weight: F.linear reads W + delta,
+		// which requires grad (core.Builder.ParamLoRA)
+		params = params[1:]
+		wv := b.Cast(merged, dt, "merged router weight in the router's dtype")
+		i := b.AddOp("matmul", "", []core.Value{xin, wv}, params...)
+		y := b.Out(i, "logits", []int64{core.Rows(b.Shape(xin)), out}, dt, "router logits")
+		b.Save(i, xin)
+		if b.Grad(xin) {
+			b.Save(i, wv)
+		}
+		b.Op(i).Flops = 2 * float64(core.Rows(b.Shape(xin))) * float64(in) * float64(out)
+		return y
+	}
 	if b.P.Params[w].Stored(b.Prec) != dt {
 		wc := b.AddOp("cast", "weight_to_"+dt.Name(), nil, w)
 		wv := b.Out(wc, "weight."+dt.Name(), []int64{out, in}, dt, "router weight in the router's dtype")

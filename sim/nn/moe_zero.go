@@ -24,6 +24,12 @@ func (m *MoE) routeZero(b *core.Builder, x core.Value, r routing) routing {
 	name := nameOr(m.RouterName, "router")
 	done := b.Scope(name)
 	logits := paramLinear(b, "classifier.weight", x, m.Dim, E, false, b.Prec.Params == units.FP16, routerDType(b, units.FP32))
+	// PEFT's lora.Linear on the classifier (all-linear reaches it) is never
+	// called: the router reads classifier.weight, the base layer's
+	// (tools/oracle/peft_moe_saved.py: its adapters get no gradient).
+	cd := b.Scope("classifier")
+	b.IdleAdapter(core.RoleRouter, m.Dim, E)
+	cd()
 	done()
 	sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
 	probs := b.Out(sm, "scores", []int64{T, E}, units.FP32, "router probabilities over routed and zero experts (fp32)")

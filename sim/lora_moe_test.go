@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// peftMoETargets is one line of testdata/peft_moe_targets.jsonl: what
+// PEFT's get_peft_model(model, LoraConfig(r=4, lora_alpha=8,
+// target_modules=Targets)) adapts in a tiny transformers MoE model built
+// with 3-D experts (tools/oracle/peft_moe_targets.py: peft 0.21.2,
+// transformers 5.25.0, torch 2.15.0, on the meta device). Adapters maps
+// each adapted module (lora.Linear) or parameter (ParamWrapper: the
+// experts' gate_up_proj and down_proj, a router's weight) to the shapes
+// of its lora_A and lora_B weights; Error is PEFT's refusal.
+type peftMoETargets struct {
+	Config, Arch string
+	Targets      any
+	Trainable    int64
+	Adapters     map[string][2][]int64
+	Error        string
+}
+
+func (c *peftMoETargets) targets() []string {
+	return (&peftTargets{Targets: c.Targets}).targets()
+}
+
+// TestLoRAMoETargetsAsPEFT holds lora(targets=) on transformers 5's MoE
+// families to what PEFT 0.21.2 adapts there: the same modules and
+// parameters, the same adapter shapes (a ParamWrapper's lora_A is
+// [experts x rank, in], its lora_B [out, experts x rank], the fused
+// gate_up_proj at twice the rank), the same trainable count.
+func TestLoRAMoETargetsAsPEFT(t *testing.T) {
+	cases := readJSONL[peftMoETargets](t, "peft_moe_targets.jsonl")
+	if len(cases) < 80 {
+		t.Fatalf("%d cases in testdata/peft_moe_targets.jsonl, want the 84 peft_moe_targets.py writes", len(cases))
+	}
+	for _, c := range cases {
+		targets := c.targets()
+		name := c.Config + " " + strings.Join(targets, ",")
+		m, err := hf.FromConfigOptions(readHF(t, c.Config), hf.Options{Attn: "sdpa"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p := tinyPlan(t, m)
+		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: targets}
+		if err := p.LoRA.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		prog, err := p.LowerProgram()
+		if c.Error != "" {
+			if err == nil {
+				t.Errorf("%s: lowered, PEFT refuses: %s", name, c.Error)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v (PEFT adapts %v)", name, err, slices.Sorted(maps.Keys(c.Adapters)))
+			continue
+		}
+		var trainable int64
+		got := map[string][2][]int64{}
+		for _, q := range prog.Params {
+			if q.Trainable {
+				trainable += q.FullNumel
+			}
+			for i, ab := range []string{".lora.lora_A.weight", ".lora.lora_B.weight"} {
+				if m, ok := strings.CutSuffix(q.Name, ab); ok {
+					s := got[m]
+					s[i] = q.Shape
+					got[m] = s
+				}
+			}
+		}
+		for _, m := range slices.Sorted(maps.Keys(c.Adapters)) {
+			w := c.Adapters[m]
+			g, ok := got[m]
+			switch {
+			case !ok:
+				t.Errorf("%s: PEFT adapts %s (lora_A %v, lora_B %v), memsh does not", name, m, w[0], w[1])
+			case !slices.Equal(g[0], w[0]) || !slices.Equal(g[1], w[1]):
+				t.Errorf("%s: %s: lora_A %v lora_B %v, PEFT %v %v", name, m, g[0], g[1], w[0], w[1])
+			}
+		}
+		for _, m := range slices.Sorted(maps.Keys(got)) {
+			if _, ok := c.Adapters[m]; !ok {
+				t.Errorf("%s: memsh adapts %s, PEFT does not", name, m)
+			}
+		}
+		if trainable != c.Trainable {
+			t.Errorf("%s: %d trainable parameters, PEFT %d", name, trainable, c.Trainable)
+		}
+	}
+}
