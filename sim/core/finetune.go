@@ -21,14 +21,14 @@ type Finetune struct {
 	titan       int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
-	docTokens   int64       // Plan.DocTokens
-	docs        []int64     // Plan.Docs
-	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
-	useCache    bool        // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
-	noAttnMask  bool        // the batch carries no attention_mask (Plan.NoAttentionMask)
-	adapterDT   units.DType // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
+	docTokens   int64           // Plan.DocTokens
+	docs        []int64         // Plan.Docs
+	keepLogits  bool            // the loop holds the logits through the backward (Plan.KeepLogits)
+	useCache    bool            // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
+	noAttnMask  bool            // the batch carries no attention_mask (Plan.NoAttentionMask)
+	adapterDT   units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
 	peftExperts peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
-	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
+	Unfreeze    int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
 // finetuneInto writes into ft what the lowering needs from the plan.
