@@ -103,6 +103,12 @@ func graniteSaved(t *testing.T, file string, layers int, precision, attn string,
 // 0 keeps the config's.
 func hfSaved(t *testing.T, file string, layers int, precision string, opts hf.Options, ckpt bool) int64 {
 	t.Helper()
+	return evalPlan(t, hfSavedPlan(t, file, layers, precision, opts, ckpt)).SavedActivations
+}
+
+// hfSavedPlan is the plan hfSaved evaluates.
+func hfSavedPlan(t *testing.T, file string, layers int, precision string, opts hf.Options, ckpt bool) *core.Plan {
+	t.Helper()
 	cpu, err := core.LookupRuntime("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +133,7 @@ func hfSaved(t *testing.T, file string, layers int, precision string, opts hf.Op
 	if ckpt {
 		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1} // transformers 5: use_reentrant=False
 	}
-	return evalPlan(t, p).SavedActivations
+	return p
 }
 
 // The logits' division by logits_scaling is one op after lm_head; the

@@ -77,6 +77,16 @@ if "keepfp32" in sys.argv[7:]:
         model = cls.from_pretrained(d, dtype=dtype, attn_implementation=attn, **experts).train()
 else:
     model = cls(cfg).to(dtype).train()
+# With lora=TARGETS (all-linear, or module names joined by commas) PEFT's
+# get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=...))
+# wraps the model first (its default autocast_adapter_dtype: fp32 adapters
+# over a bf16 model); the figures are the wrapped model's. peft_moe_targets.py
+# lists what it adapts.
+lora = [a.removeprefix("lora=") for a in sys.argv[7:] if a.startswith("lora=")]
+if lora:
+    import peft
+    targets = lora[0] if lora[0] == "all-linear" else lora[0].split(",")
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets))
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 ids = torch.randint(1, raw["vocab_size"], (batch, seq))
