@@ -131,3 +131,47 @@ func TestLoRAMoESavedAsPEFT(t *testing.T) {
 		}
 	}
 }
+
+// LongCat-Flash under PEFT's LoRA (r=4, alpha=8, fp32 adapters, bf16
+// weights): longcat-flash-tiny.json (2 layers, each two MLA sublayers, 8
+// routed experts of 32 and 4 zero experts, top 3), 2 samples of 32
+// tokens, against transformers 5.25.0, peft 0.21.2 and PyTorch 2.15.0 on
+// the CPU (the harness counts MLA sublayers: 4 is the config's 2 layers):
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/longcat-flash-tiny.json 4 2 32 bfloat16 sdpa nocache lora={all-linear,gate_proj,up_proj,down_proj}
+//
+// all-linear: saved 1,209,156 bytes, gradients 120,064: every trainable
+// adapter's (30,624 parameters, fp32) but the router classifier's 608,
+// which PEFT wraps in lora.Linear and the router never calls (it applies
+// classifier.weight with its own F.linear): no gradient, so AdamW keeps
+// no state for them either. gate_proj, up_proj, down_proj (the experts'
+// ParamWrappers alone; the dense mlps.N keep none): 640,964 and 90,112
+// (22,528 adapter parameters), the first layer's router saving no fp32
+// copy of its weight, its input needing no gradient yet. The saved bytes
+// include the router's weight copies (SavedWeightCopies), as
+// TestLongcatFlashSavesAsTransformers counts them.
+func TestLoRALongcatAsPEFT(t *testing.T) {
+	for _, tc := range []struct {
+		targets                       []string
+		saved, grads, trainable, idle int64
+	}{
+		{[]string{"all-linear"}, 1209156, 120064, 30624, 608},
+		{[]string{"gate_proj", "up_proj", "down_proj"}, 640964, 90112, 22528, 0},
+	} {
+		p := hfSavedPlan(t, "longcat-flash-tiny.json", 2, "bf16", hf.Options{Attn: "sdpa"}, false)
+		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: tc.targets}
+		rep := evalPlan(t, p)
+		if got := rep.SavedActivations + rep.SavedWeightCopies; got != tc.saved {
+			t.Errorf("%v: %d bytes saved, PEFT %d (%+d)", tc.targets, got, tc.saved, got-tc.saved)
+		}
+		if rep.TrainableParams != tc.trainable {
+			t.Errorf("%v: %d trainable parameters, PEFT %d", tc.targets, rep.TrainableParams, tc.trainable)
+		}
+		if rep.States.Grads != tc.grads {
+			t.Errorf("%v: %d bytes of gradients, PEFT %d", tc.targets, rep.States.Grads, tc.grads)
+		}
+		if want := 2 * 4 * (tc.trainable - tc.idle); rep.States.Optimizer != want {
+			t.Errorf("%v: %d bytes of AdamW state, want %d (two fp32 moments of the adapters that get a gradient)", tc.targets, rep.States.Optimizer, want)
+		}
+	}
+}

@@ -251,13 +251,14 @@ func (b *Builder) IdleLinear(name string, role Role, in, out int64, bias bool) {
 // IdleAdapter registers, inside a linear's scope, the LoRA adapter PEFT
 // gives it when its role is targeted, for a linear whose module the
 // forward bypasses (it reads the weight itself: Gemma 3n's clamped
-// correction_coefs): the adapter exists, no op reads it.
+// correction_coefs, LongCat-Flash's router classifier): the adapter
+// exists, no op reads it, so it never gets a gradient (LongCat's
+// classifier adapters' .grad is None after the backward, transformers
+// 5.25.0, peft 0.21.2) and torch.optim's AdamW, which makes a
+// parameter's state at its first gradient, keeps none for it (replay's
+// gradlessParams).
 func (b *Builder) IdleAdapter(role Role, in, out int64) {
-	first := len(b.P.Params)
 	b.adapterParams(role, in, out)
-	for pi := first; pi < len(b.P.Params); pi++ {
-		b.P.Params[pi].Unrouted = true
-	}
 }
 
 // adapterParams registers lora_A and lora_B of a linear of role when LoRA
