@@ -59,12 +59,7 @@ func TestLoRATargetsAsPEFT(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		p := tinyPlan(t, m)
-		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: targets}
-		if err := p.LoRA.Validate(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		prog, err := p.LowerProgram()
+		prog, err := loraProgram(t, name, m, targets)
 		if err != nil {
 			pooler := slices.ContainsFunc(c.Adapted, func(m string) bool {
 				return strings.HasSuffix(m, "pooler.dense") || m == "classifier.dense"
@@ -96,4 +91,17 @@ func TestLoRATargetsAsPEFT(t *testing.T) {
 	if refused == 0 {
 		t.Error("no case reached a pooler: the refusal is untested")
 	}
+}
+
+// loraProgram lowers m in tinyPlan under lora(rank=4, alpha=8,
+// targets=targets), the LoRA PEFT's oracles apply (peft_targets.py,
+// peft_moe_targets.py).
+func loraProgram(t *testing.T, name string, m *core.Model, targets []string) (*core.Program, error) {
+	t.Helper()
+	p := tinyPlan(t, m)
+	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: targets}
+	if err := p.LoRA.Validate(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return p.LowerProgram()
 }

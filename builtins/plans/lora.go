@@ -61,14 +61,20 @@ func LoraBuiltins() []host.Builtin {
 			"names as PEFT's target_modules list takes them: a linear is adapted when its path is the name or ends in " +
 			"\".\" and the name, so [\"query\", \"value\"] (PEFT's default for BERT and RoBERTa; hf_config names modules as " +
 			"transformers does) reaches every attention.self.query and attention.self.value, [\"c_attn\"] GPT-2's fused " +
-			"projection, \"output.dense\" both of a BERT layer's output denses. A name no linear has is refused, as PEFT " +
-			"refuses it, and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
+			"projection, \"output.dense\" both of a BERT layer's output denses. Names of which none matches anything are " +
+			"refused, as PEFT refuses them (a list of which some match is applied, as PEFT applies it), and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
 			"modules in every layer. An adapter on a pooler's dense (BERT's pooler, RoBERTa's classifier.dense) is not " +
 			"modelled: a target reaching one is refused. " +
 			"As PEFT's target_modules match module names, gate, up and down reach the experts' projections too " +
 			"when the experts are nn.Linear modules (moe(impl=\"loop\"), transformers 4.x), and all-linear reaches " +
-			"every nn.Linear but lm_head, an nn.Linear router included; fused or grouped experts and parameter " +
-			"routers get no adapters. dropout applies to the adapter input. autocast_adapter_dtype is PEFT's " +
+			"every nn.Linear but lm_head, an nn.Linear router included. On transformers 5's MoE families whose 4.x " +
+			"checkpoints transformers converts (Mixtral, Qwen3-MoE, OLMoE, DeepSeek-V2/V3, GLM-4.5, dots1, ERNIE 4.5, " +
+			"Hunyuan, LongCat-Flash, Qwen3-Next, MiniMax-M2, ...) PEFT (0.20 on) converts the targets: all-linear " +
+			"and the 4.x names (gate, gate_proj, up_proj, down_proj; Mixtral's gate, w1, w3, w2) reach the 3-D " +
+			"experts and the router weight as PEFT's ParamWrapper (adapters [experts x rank, in] and [out, experts x " +
+			"rank], gate_up_proj at twice the rank; the merged weight W + BA a new tensor each forward, which the " +
+			"expert GEMMs save), and no nn.Linear named like them (dense and shared-expert MLPs) gets one (docs/peft.md, " +
+			"\"MoE\"). Other fused or grouped experts and parameter routers get no adapters. dropout applies to the adapter input. autocast_adapter_dtype is PEFT's " +
 			"get_peft_model keyword (True by default since peft 0.12): over a bf16 or fp16 model (precision=\"bf16\" " +
 			"or \"fp16\", quantized or not) the adapters, their gradients and their optimizer state are fp32, and " +
 			"each adapted linear casts its input to fp32 (a copy lora_A saves), runs both adapter GEMMs in fp32 " +

@@ -40,7 +40,7 @@ func (c *hfConfig) deepSeekV2MoE(hidden, inter, experts int64, act string) *nn.M
 	c.number("routed_scaling_factor", 1)
 	c.flag("norm_topk_prob", false)
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
-		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSoftmax, RouterFP32: true,
+		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSoftmax, RouterFP32: true, ParamRouter: true,
 		GroupLimited:  method == "group_limited_greedy",
 		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
 }

@@ -130,11 +130,11 @@ var hfFamilies = []hfFamily{
 	// muP multipliers (granite.go); the 4.45.0 wheel is the first with
 	// models/granite and models/granitemoe (absent from 4.44.2).
 	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}},
-	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{}},
+	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "router", paramRouter: true}},
 	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
 	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
 	// the first with models/granitemoehybrid (absent from 4.51.3).
-	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{}},
+	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{router: "router", paramRouter: true}},
 	// hunyuan_v1_dense, hunyuan_v1_moe: the 4.56.0 wheel is the first
 	// with models/hunyuan_v1_dense and models/hunyuan_v1_moe (absent from
 	// the 4.55.0 and 4.55.4 wheels; "HunYuan opensource",

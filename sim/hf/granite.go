@@ -68,13 +68,14 @@ func (g graniteMultipliers) residual() core.Layer {
 // gate_up_proj [experts, 2*intermediate, hidden] and down_proj without
 // biases, run by experts_implementation from 5.0 (setExperts). 4.x's
 // ParallelExperts (input_linear, output_linear) loop over the same 3-D
-// weights.
+// weights, routed by GraniteMoeTopKGating's nn.Linear router.layer
+// (PEFT's all-linear adapts it; 5.x's router is a parameter it does not).
 func (c *hfConfig) graniteMoE(hidden int64, act string) (*nn.MoE, float64) {
 	inter := c.size("intermediate_size")
 	experts := c.size("num_local_experts")
 	m := &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Impl: nn.MoEFusedLoop, Router: nn.RouterTopKSoftmax,
-		TopKLogitsFP32: true}
+		TopKLogitsFP32: true, LinearRouter: true, RouterName: "router.layer"} // 4.x's GraniteMoeTopKGating.layer, an nn.Linear (5.x: setExperts)
 	c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
 	return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 }

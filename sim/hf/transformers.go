@@ -421,6 +421,9 @@ type hfExperts struct {
 	// linearRouter keeps the router an nn.Linear (JambaSparseMoeBlock's
 	// router; PhimoeTopKRouter subclasses nn.Linear).
 	linearRouter bool
+	// paramRouter: 5.x's router is a parameter module where 4.x's was an
+	// nn.Linear (GraniteMoeTopKRouter after GraniteMoeTopKGating.layer).
+	paramRouter bool
 	// keepRouterSince is the first release whose from_pretrained keeps
 	// the router's weight fp32 in a bf16 or fp16 model (the family's
 	// _keep_in_fp32_modules_strict lists "gate.weight": DeepSeek-V2's,
@@ -488,6 +491,9 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 			}
 			if ex.linearRouter {
 				c.LinearRouter = true
+			}
+			if ex.paramRouter {
+				c.LinearRouter = false
 			}
 			if ex.noWNames {
 				c.WNames = false

@@ -98,6 +98,11 @@ type MoE struct {
 	// and PhimoeTopKRouter, an nn.Linear subclass): quantization, LoRA and
 	// freeze= reach it as they reach the 4.x loop's router.
 	LinearRouter bool
+	// ParamRouter: the softmax router is a parameter module even over the
+	// 4.x loop's nn.Linear experts (transformers 4.57.1's
+	// DeepseekV2MoEGate: F.linear of the fp32 input and weight.float()),
+	// which PEFT's target_modules and bitsandbytes do not reach.
+	ParamRouter bool
 	// WeightsFP32: the softmax router's top-k weights stay fp32 instead of
 	// being cast to the hidden states' dtype (transformers 5's
 	// MixtralTopKRouter returns them uncast, so each expert output is

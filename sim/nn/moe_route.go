@@ -68,7 +68,12 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// GraniteMoeTopKRouter: the same without a bias, over the logits
 		// upcast to fp32, its weights cast back (TopKLogitsFP32).
 		dt := routerDType(b, b.Prec.Compute)
-		logits := routerParamLinear(b, "router", x, m.Dim, E, m.RouterBias, m.KeepRouterFP32, dt)
+		var logits core.Value
+		if m.LinearRouter { // 4.x's GraniteMoeTopKGating: self.layer, an nn.Linear
+			logits = b.Linear(nameOr(m.RouterName, "router"), core.RoleRouter, x, m.Dim, E, m.RouterBias)
+		} else {
+			logits = routerParamLinear(b, nameOr(m.RouterName, "router"), x, m.Dim, E, m.RouterBias, m.KeepRouterFP32, dt)
+		}
 		if m.TopKLogitsFP32 {
 			dt = units.FP32
 			logits = b.Cast(logits, dt, "router logits upcast to fp32")
@@ -93,7 +98,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// then cast to the hidden states' dtype.
 		var logits core.Value
 		probsDt := b.Dtype(x)
-		if m.impl() == MoELoop || m.LinearRouter {
+		if (m.impl() == MoELoop && !m.ParamRouter) || m.LinearRouter {
 			name := m.RouterName
 			if name == "" {
 				name = "gate"

@@ -344,6 +344,12 @@ func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
 	c.Fwd, c.Bound = gemmTime(&pr.d, dt, g, m, n, k, in, out)
 	c.Fwd = max(c.Fwd, launches*kernelFloor)
 	input, weight := pr.needsGrad(op)
+	if len(op.Params) == 0 && len(op.In) == 2 && pr.prog.GradsInputs(op) {
+		// the weight an activation (PEFT's merged expert weight,
+		// core.Builder.ParamLoRA): each operand needing a gradient gets
+		// its grouped GEMM
+		input, weight = pr.prog.Values[op.In[0]].Grad, pr.prog.Values[op.In[1]].Grad
+	}
 	if input {
 		t, _ := gemmTime(&pr.d, dt, g, m, k, n, in, out)
 		c.Bwd += max(t, launches*kernelFloor)

@@ -9,8 +9,13 @@ exception where it raises. sim/lora_moe_test.go holds memsh's lora(targets=) aga
 
     /work/venv-t/bin/python tools/oracle/peft_moe_targets.py > sim/testdata/peft_moe_targets.jsonl   # peft 0.21.2, transformers 5.25.0, torch 2.15.0
 
-PYTHONPATH=<an unpacked older peft wheel> runs the same cases under that release (docs/peft.md's MoE section has
-0.18.0, 0.19.0 and 0.20.0). The models are built on the meta device (no weights)."""
+    PYTHONPATH=/tmp/tf457:/tmp/tf457dep /work/venv-t/bin/python tools/oracle/peft_moe_targets.py > sim/testdata/peft_moe_targets_457.jsonl
+
+(the second under transformers 4.57.1, `pip install --target /tmp/tf457 --no-deps transformers==4.57.1` and its
+requests, huggingface_hub<1.0 and tokenizers 0.22 in /tmp/tf457dep: per-expert nn.Linear, which PEFT adapts as any
+linear; the model types 4.57.1 lacks are left out). PYTHONPATH=<an unpacked older peft wheel> runs the same cases
+under that PEFT release (docs/peft.md's MoE section has 0.18.0, 0.19.0 and 0.20.0). The models are built on the meta
+device (no weights)."""
 import json
 import os
 import sys
@@ -66,7 +71,10 @@ def main(only):
         if only and config not in only:
             continue
         raw = json.load(open(os.path.join(HF, config)))
-        cfg = transformers.AutoConfig.for_model(**raw)
+        try:
+            cfg = transformers.AutoConfig.for_model(**raw)
+        except (ValueError, KeyError):  # a model type this release does not have
+            continue
         for targets in target_lists:
             with torch.device("meta"):
                 model = transformers.AutoModelForCausalLM.from_config(cfg)
