@@ -185,7 +185,7 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 const causalSDPACases = "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|" +
 	"smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|" +
 	"granitemoehybrid|olmoe_grouped|lfm2|lfm2_moe_grouped|lfm2_vl_vision|hunyuan_v1_moe_grouped|minimax_m2_grouped|dots1_grouped|arcee|apertus|hunyuan_v1_dense|" +
-	"kimi_linear_grouped|bailing_hybrid_grouped|phi3|glm4|mistral4_grouped)$"
+	"kimi_linear_grouped|bailing_hybrid_grouped|phi3|glm4|mistral4_grouped|solar_open_grouped)$"
 
 var flopCauses = []flopCause{
 	// Before the causal SDPA rows: Kimi Linear's KDA layers are self_attn too.
@@ -295,7 +295,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // --cases mistral4_grouped appended: Mistral 4's MLA (q and v heads 12
 // wide: the CPU's flash kernel), its dense first layer, the router's GEMM
 // in the model's dtype, the experts and the shared expert, every module
-// equal but causal SDPA's causes;
+// equal but causal SDPA's causes; the solar_open_grouped line with 5.25.0,
+// flops.py --cases solar_open_grouped appended: Solar Open's attention
+// (heads 24 wide, o_proj from 96), GLM-4.5's fp32 router, experts and
+// shared expert in every layer, every module equal but causal SDPA's causes;
 // the deberta_v2 line
 // with 5.25.0, flops.py --cases deberta_v2 appended: DeBERTa-v3's eager
 // disentangled attention (c2p and p2c bmm) and the relative embeddings'

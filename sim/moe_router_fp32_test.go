@@ -51,6 +51,9 @@ import (
 //     _keep_in_fp32_modules_strict is empty, its router bf16
 //     (sim/mistral4_test.go).
 //
+//   - solar_open-tiny.json (3 MoE layers), 5.25.0: 475,008 / 475,008,
+//     three routers (8 x 64) fp32 (sim/solar_open_test.go).
+//
 // Without keepfp32 (cls(cfg).to(bfloat16), every parameter cast) the
 // first two count 2 B a parameter: 216,768 and 206,480.
 func TestMoERouterKeptFP32Bytes(t *testing.T) {
@@ -69,6 +72,7 @@ func TestMoERouterKeptFP32Bytes(t *testing.T) {
 		{"kimi_linear-tiny.json", "5.25.0", "bf16", 467_472, 467_472},
 		{"kimi_linear-tiny.json", "5.23.0", "bf16", 465_168, 465_168},
 		{"mistral4-tiny.json", "5.25.0", "bf16", 336_752, 336_752},
+		{"solar_open-tiny.json", "5.25.0", "bf16", 475_008, 475_008},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err != nil {

@@ -72,7 +72,7 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	c.object("rope_scaling")
 	c.prob("attention_dropout", 0)
 	experts := c.sizeOr("n_routed_experts", 0)
-	firstDense := c.intOr("first_k_dense_replace", c.firstDenseDefault())
+	firstDense := c.firstDense()
 	freq := c.sizeOr("moe_layer_freq", 1)
 	nextn := c.intOr("num_nextn_predict_layers", 0)
 	if c.err != nil {
@@ -147,6 +147,17 @@ func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
 		NormTopK: c.flag("norm_topk_prob", c.modelType != "dots1"), ScoreBias: true, // Dots1Config: norm_topk_prob false
 		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
+}
+
+// firstDense is how many layers come before the first MoE layer:
+// first_k_dense_replace, or none for solar_open, whose decoder layer is
+// an MoE layer whatever its index (SolarOpenDecoderLayer, 5.25.0; its
+// config class has no first_k_dense_replace).
+func (c *hfConfig) firstDense() int64 {
+	if c.modelType == "solar_open" {
+		return 0
+	}
+	return c.intOr("first_k_dense_replace", c.firstDenseDefault())
 }
 
 // firstDenseDefault is first_k_dense_replace's default, the config class's

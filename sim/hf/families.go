@@ -277,6 +277,11 @@ var hfFamilies = []hfFamily{
 	// starcoder2: the 4.39.0 release (4.38.2 cannot load it,
 	// hiyouga/LlamaFactory#2762; vLLM dropped its own Starcoder2Config on
 	// moving to 4.39.0, vllm-project/vllm#3551). decoder.go.
+	// solar_open: Upstage's Solar-Open-100B; GLM-4.5's MoE and router
+	// behind Llama's attention (solar_open.go). The 5.0.0 wheel is the
+	// first with models/solar_open (4.57.1 has none); its modelling is
+	// 5.25.0's but the keep lists (gate.weight from 5.24, keepGateSince).
+	{modelType: "solar_open", prefix: "SolarOpen", base: "model", heads: decoderHeads, build: buildSolarOpen, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "starcoder2", prefix: "Starcoder2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 39}},
 	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
 	// roberta, xlm-roberta (model_type "xlm-roberta", as XLMRobertaConfig

@@ -34,10 +34,16 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: c.flag("attention_bias", false), Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true,
 		QKNorm: c.flag("use_qk_norm", false), RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesBatch: c.mrope, RopeCat: true, EagerMask: true}
+	return buildRoutedGQA(c, at, head)
+}
+
+// buildRoutedGQA is buildRouted behind grouped-query attention at, whose
+// q, k, v and o projections estimate the attention's parameters.
+func buildRoutedGQA(c *hfConfig, at *nn.Attention, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	return buildRouted(c, at, 2*float64(hidden)*float64(heads*hd)+2*float64(hidden)*float64(kv*hd), head)
+	return buildRouted(c, at, 2*float64(at.Dim)*float64(at.Heads*at.HeadDim)+2*float64(at.Dim)*float64(at.KVHeads*at.HeadDim), head)
 }
 
 // buildGLM4 builds transformers' Glm4ForCausalLM (model_type glm4:

@@ -18,7 +18,8 @@ kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linea
 50 x 70 image under the case's processor options, laid out as lfm2vl.py does, 5.25.0: --cases lfm2_vl_vision, appended;
 Ling 3, bailing_hybrid-tiny.json, without flash-linear-attention: --cases bailing_hybrid_grouped, appended;
 LongCat-Flash, longcat-flash-tiny.json, 5.25.0: --cases longcat_flash_grouped, appended; Mistral 4,
-mistral4-tiny.json, 5.25.0: --cases mistral4_grouped, appended; Phi-3 and GLM-4 with their
+mistral4-tiny.json, 5.25.0: --cases mistral4_grouped, appended; Solar Open, solar_open-tiny.json, 5.25.0:
+--cases solar_open_grouped, appended; Phi-3 and GLM-4 with their
 one gate_up_proj, phi3-tiny.json and glm4-tiny.json, 5.25.0: --cases phi3,glm4, appended)
 on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
@@ -111,6 +112,7 @@ CASES = [
     ("bailing_hybrid_grouped", "bailing_hybrid-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("longcat_flash_grouped", "longcat-flash-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("mistral4_grouped", "mistral4-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("solar_open_grouped", "solar_open-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")

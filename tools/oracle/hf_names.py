@@ -120,6 +120,7 @@ CASES = [
     ("qwen3.5-35b-a3b.json", "", ("Qwen3_5MoeForConditionalGeneration",)),
     ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
+    ("solar_open-tiny.json", "", ("SolarOpenForCausalLM",)),
     ("smolvlm-tiny.json", "", ("SmolVLMForConditionalGeneration",)),
     ("starcoder2-tiny.json", "", ("Starcoder2ForCausalLM",)),
     ("starcoder2-tiny-dropout.json", "", ("Starcoder2ForCausalLM",)),
