@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // peftMoETargets is one line of testdata/peft_moe_targets.jsonl: what
@@ -187,6 +188,49 @@ func TestLoRALongcatAsPEFT(t *testing.T) {
 		}
 		if want := 2 * 4 * (tc.trainable - tc.idle); rep.States.Optimizer != want {
 			t.Errorf("%v: %d bytes of AdamW state, want %d (two fp32 moments of the adapters that get a gradient)", tc.targets, rep.States.Optimizer, want)
+		}
+	}
+}
+
+// A grouped GEMM reading PEFT's merged expert weight computes that
+// weight's gradient in its backward (the merged weight requires grad:
+// grouped_mm's backward runs its weight-gradient grouped GEMM besides
+// the input's), which baddbmm then reduces to the adapters'; over the
+// frozen 3-D parameter (LoRA on the attention alone) only the input's
+// gradient is computed: twice the backward kernels and time.
+func TestLoRAMoEExpertBackward(t *testing.T) {
+	type cost struct{ k, s float64 }
+	price := func(targets []string) (map[string]cost, int) {
+		p := hfSavedPlan(t, "qwen3_moe-tiny.json", 2, "bf16", hf.Options{Attn: "sdpa"}, false)
+		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: targets}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		costs := timing.PriceOps(prog, p)
+		gemms, merges := map[string]cost{}, 0
+		for i, op := range prog.Ops {
+			switch op.Kind {
+			case "grouped_matmul":
+				gemms[op.Name] = cost{costs[i].BwdK, costs[i].Bwd}
+			case "baddbmm":
+				merges++
+				if costs[i].Bwd <= 0 {
+					t.Errorf("%v: %s has no backward", targets, op.Name)
+				}
+			}
+		}
+		return gemms, merges
+	}
+	lora, merges := price([]string{"all-linear"})
+	frozen, none := price([]string{"q_proj"})
+	if len(lora) != 6 || merges != 4 || none != 0 {
+		t.Fatalf("%d expert GEMMs, %d and %d merges: want 6, 4 (gate_up_proj and down_proj a layer) and 0", len(lora), merges, none)
+	}
+	for name, c := range lora {
+		f := frozen[name]
+		if c.k != 2*f.k || c.s != 2*f.s {
+			t.Errorf("%s: %g backward kernels, %g s; over the frozen weight %g, %g s: want twice", name, c.k, c.s, f.k, f.s)
 		}
 	}
 }
