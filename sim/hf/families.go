@@ -89,6 +89,10 @@ var hfFamilies = []hfFamily{
 	// glm_moe_dsa: the 5.2.0 wheel is the first with models/glm_moe_dsa
 	// (absent from 5.1.0); no flash path.
 	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// glm: the "-hf" GLM-4-9B checkpoints; transformers 4.46 (THUDM's
+	// GLM-4 README, 2024-11-01: glm-4-9b-chat-hf is "compatible with
+	// transformers>=4.46.2", the GlmModel class). glm.go.
+	{modelType: "glm", prefix: "Glm", base: "model", heads: decoderHeads, build: buildGLM4, since: [2]int{4, 46}},
 	// glm4: the 4.51.3 patch release added models/glm4 for GLM-4-0414
 	// (glm.go).
 	{modelType: "glm4", prefix: "Glm4", base: "model", heads: decoderHeads, build: buildGLM4, since: [2]int{4, 51}},
@@ -244,6 +248,10 @@ var hfFamilies = []hfFamily{
 	// models/olmo_hybrid (absent from 5.2.0). olmo_hybrid.go.
 	{modelType: "olmo_hybrid", prefix: "OlmoHybrid", base: "model", heads: decoderHeads, build: buildOlmoHybrid, since: [2]int{5, 3}},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
+	// phi: Phi-1, Phi-1.5, Phi-2; transformers 4.37 (the phi-2 card:
+	// integrated in "the development version (4.37.0.dev) of
+	// transformers"). phi.go.
+	{modelType: "phi", prefix: "Phi", base: "model", heads: decoderHeads, build: buildPhi, since: [2]int{4, 37}},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},

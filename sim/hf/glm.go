@@ -67,6 +67,12 @@ func buildRoutedGQA(c *hfConfig, at *nn.Attention, head hfHead) *core.Model {
 // half of rotary_emb's cos and sin in every layer, a new pair of
 // [1, 1, seq, rotary] tensors that layer's q*cos and rotate_half(q)*sin
 // save (RopeTablesEachLayer); rotary_emb's own pair is saved by nothing.
+//
+// GLM (model_type glm: THUDM/glm-4-9b-chat-hf, glm-4-9b-hf, the "-hf"
+// conversions of the GLM-4-9B models; models/glm/modeling_glm.py at
+// 5.25.0) is the same decoder with Llama's pre-norm layer: no
+// post_self_attn_layernorm or post_mlp_layernorm (GlmDecoderLayer), the
+// same attention, rope and fused MLP, and GlmConfig's same defaults.
 func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 128)
@@ -83,9 +89,13 @@ func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	attnPart := append(append([]core.Layer{norm("input_layernorm"), at}, after...), norm("post_self_attn_layernorm"))
-	block := seq(res(attnPart...),
-		res(norm("post_attention_layernorm"), &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, FusedName: "gate_up_proj"}, norm("post_mlp_layernorm")))
+	attnPart := append([]core.Layer{norm("input_layernorm"), at}, after...)
+	mlpPart := []core.Layer{norm("post_attention_layernorm"), &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, FusedName: "gate_up_proj"}}
+	if c.modelType == "glm4" { // Glm4DecoderLayer's post-norms
+		attnPart = append(attnPart, norm("post_self_attn_layernorm"))
+		mlpPart = append(mlpPart, norm("post_mlp_layernorm"))
+	}
+	block := seq(res(attnPart...), res(mlpPart...))
 	c.checkTotal(float64(layers)*(2*float64(hidden)*float64(heads*hd)+2*float64(hidden)*float64(kv*hd)+3*float64(hidden)*float64(inter)) +
 		2*float64(vocab)*float64(hidden))
 	if c.err != nil {
