@@ -231,12 +231,12 @@ var flopCauses = []flopCause{
 			"sequence past attention_chunk_size, give SDPA a mask and memsh counts every block as FlopCounterMode does): " +
 			"2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
-	{cases: "^gemma3n$", module: `^model\.layers\.[13]\.self_attn$`, phase: 0,
-		why: "Gemma 3n's full-attention layers (1 and 3 of S F S F): causal SDPA, half, as above", want: causalSDPA(0)},
-	{cases: "^gemma3n$", module: `^model\.layers\.[13]\.self_attn$`, phase: 1,
-		why: "Gemma 3n's full-attention layers' backward: causal SDPA's backward above", want: causalSDPA(1)},
-	{cases: "^gemma3n$", module: `^model\.layers\.[02]\.self_attn$`, phase: 1,
-		why: "Gemma 3n's sliding layers (window 16 at 64 tokens): SDPA gets the window's mask and memsh counts every block, as " +
+	{cases: "^(gemma3n|afmoe_grouped)$", module: `^model\.layers\.[13]\.self_attn$`, phase: 0,
+		why: "Gemma 3n's full-attention layers (1 and 3 of S F S F), AFMoE's (1 of S F S): causal SDPA, half, as above", want: causalSDPA(0)},
+	{cases: "^(gemma3n|afmoe_grouped)$", module: `^model\.layers\.[13]\.self_attn$`, phase: 1,
+		why: "Gemma 3n's and AFMoE's full-attention layers' backward: causal SDPA's backward above", want: causalSDPA(1)},
+	{cases: "^(gemma3n|afmoe_grouped)$", module: `^model\.layers\.[02]\.self_attn$`, phase: 1,
+		why: "Gemma 3n's and AFMoE's sliding layers (window 16 at 64 tokens): SDPA gets the window's mask and memsh counts every block, as " +
 			"FlopCounterMode does in the forward; the backward 2 x the forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^mamba2$", module: `\.mixer$`, phase: -1, why: mamba2Why, want: mamba2Mixer},
@@ -311,7 +311,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // projector over every slot, every module equal but SDPA's causes; the
 // phi3 and glm4 lines with 5.25.0, flops.py --cases phi3,glm4 appended:
 // the one gate_up_proj of Phi-3 and GLM-4, every module equal but causal
-// SDPA's cause). Only the op kinds FlopCounterMode counts are
+// SDPA's cause; the afmoe_grouped line with 5.25.0, flops.py --cases
+// afmoe_grouped appended: AFMoE's gate_proj, router.gate, grouped experts,
+// shared expert and dense first layer, every module equal but the SDPA
+// causes of its sliding and full layers). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every
 // module must match to the FLOP unless flopCauses explains the difference

@@ -9,6 +9,12 @@ package hf
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
+	// afmoe: arcee-ai's Trinity-Mini and Trinity-Nano (afmoe.go); the
+	// 5.0.0 wheel is the first with models/afmoe (absent from 4.57.3).
+	// Its router's top-k weights are fp32 (the sigmoid over fp32 logits)
+	// and _keep_in_fp32_modules_strict keeps expert_bias fp32.
+	{modelType: "afmoe", prefix: "Afmoe", base: "model", heads: decoderHeads, build: buildAfmoe, since: [2]int{5, 0},
+		experts: &hfExperts{weightsFP32: true, keepScoreBias: true}},
 	// apertus: swiss-ai's Apertus-8B and -70B; the 4.56.0 wheel is the
 	// first with models/apertus (absent from 4.55.0). decoder.go.
 	{modelType: "apertus", prefix: "Apertus", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},

@@ -176,6 +176,15 @@ type Attention struct {
 	// output is multiplied by its sigmoid before o_proj (Qwen3-Next's and
 	// Qwen3.5's gated attention; attention_gate.go).
 	OutputGate bool
+	// GateProj: the gate is a projection of its own, gate_proj
+	// (Linear(dim, heads x head_dim), no bias), whose sigmoid multiplies
+	// the attention output before o_proj (AFMoE's AfmoeAttention;
+	// attention_gate.go). It and OutputGate exclude each other.
+	GateProj bool
+	// QKNormOlmo2: QKNorm's norms are OLMo 2's RMSNorm over each head, the
+	// weight times the fp32 rows before the cast back (AFMoE's q_norm and
+	// k_norm, Olmo2RMSNorm(head_dim); qknorm.go).
+	QKNormOlmo2 bool
 	// OutName is the output projection's module name; "" = "o_proj"
 	// (Qwen3-VL's vision blocks call it proj, LFM2 out_proj).
 	OutName string
@@ -263,6 +272,9 @@ func (a *Attention) Params() int64 {
 			n += h * d
 		}
 	}
+	if a.GateProj {
+		n += a.Dim * h * d
+	}
 	return n
 }
 func (a *Attention) Summary() string {
@@ -282,7 +294,7 @@ func (a *Attention) Summary() string {
 	if a.Sinks {
 		s += ", sinks"
 	}
-	if a.OutputGate {
+	if a.OutputGate || a.GateProj {
 		s += ", output gate"
 	}
 	if a.QKL2Norm {
@@ -316,6 +328,9 @@ func (a *Attention) Validate(path string) error {
 	if a.OutputGate && (a.FusedQKV || !a.QKNorm) {
 		return &units.Error{Path: path, Msg: "output_gate is modelled with separate q, k and v projections and qk-norm (Qwen3-Next's gated attention)",
 			Hint: "set qk_norm=True and fused_qkv=False, or leave output_gate out"}
+	}
+	if err := a.checkGateProj(path); err != nil {
+		return err
 	}
 	if a.RopeCache < 0 {
 		return units.Errorf(path, "rope_cache must be positions, or 0 for none (got %d)", a.RopeCache)
@@ -361,6 +376,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
 		k = b.ColLinear(nameOr(a.QKVNames[1], "k_proj"), core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 		v = b.ColLinear(nameOr(a.QKVNames[2], "v_proj"), core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+	}
+	if a.GateProj {
+		qGate = b.ColLinear("gate_proj", core.RoleGate, x, xg, a.Dim, a.Heads*d, h*d, false)
 	}
 	qn, kn := a.qkNormNames()
 	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
@@ -442,7 +460,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		o = b.Ew("cat", "cat_chunks", []core.Value{o}, b.Shape(o), b.Dtype(o), "the chunks' attention outputs concatenated (o_proj's input)")
 	}
 	closeRegion()
-	if a.OutputGate {
+	if a.OutputGate || a.GateProj {
 		o = outputGate(b, o, qGate)
 	}
 	closeSelf()

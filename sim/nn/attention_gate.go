@@ -2,6 +2,7 @@ package nn
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Attention.OutputGate is the gated attention of Qwen3-Next and Qwen3.5
@@ -20,6 +21,35 @@ import (
 // place of the attention output; the attention output itself the kernel
 // already keeps). q_norm reads its half of q_proj's output through the
 // view (RmsNormSlice: the fp32 copy reads the slice).
+
+// Attention.GateProj is AFMoE's gated attention (AfmoeAttention.forward,
+// modular_afmoe.py at transformers 5.25.0): the gate is a projection of
+// its own,
+//
+//	gate = gate_proj(x)                       # Linear(dim, heads * head_dim, bias=False)
+//	out = attention(...).view(..., heads * head_dim).contiguous()
+//	o_proj(out * sigmoid(gate))
+//
+// so it keeps what OutputGate's keeps (the sigmoid and the product) with
+// no copy of the gate: gate_proj's output is contiguous.
+
+// checkGateProj: the two gates exclude each other, and OutputGate's
+// q_proj halves are normed by Llama's or Gemma's RMSNorm only.
+func (a *Attention) checkGateProj(path string) error {
+	if a.GateProj && a.OutputGate {
+		return &units.Error{Path: path, Msg: "output_gate is either q_proj's second half (Qwen3-Next) or a gate_proj of its own (AFMoE), not both",
+			Hint: "pick one: output_gate=True or output_gate=\"gate_proj\""}
+	}
+	if a.GateProj && a.FusedQKV {
+		return &units.Error{Path: path, Msg: "output_gate=\"gate_proj\" is modelled with separate q, k and v projections (AFMoE's)",
+			Hint: "set fused_qkv=False"}
+	}
+	if a.QKNormOlmo2 && (!a.QKNorm || a.QKNormGemma || a.QKNormCohere || a.OutputGate) {
+		return &units.Error{Path: path, Msg: "OLMo 2's RMSNorm over each head (qk_norm=\"olmo2_head\") is modelled alone, without output_gate=True",
+			Hint: "use qk_norm=\"olmo2_head\" with output_gate=\"gate_proj\" or no gate"}
+	}
+	return nil
+}
 
 // gatedQ lowers q_proj with its gate: the normed query [..., h*d] and
 // the gate's contiguous copy [..., h*d] (reshape of the strided half).

@@ -128,6 +128,11 @@ type MoE struct {
 	// KeepScoreBiasFP32: ScoreBias's buffer stays fp32 likewise
 	// (_keep_in_fp32_modules_strict's "e_score_correction_bias").
 	KeepScoreBiasFP32 bool
+	// ScoreBiasParam: ScoreBias's bias is an nn.Parameter without
+	// gradient (requires_grad=False), not a buffer: counted with the
+	// parameters, no gradient, no optimizer state (AFMoE's expert_bias;
+	// scoreBias in moe_route.go).
+	ScoreBiasParam bool
 	// ScoreBiasName is ScoreBias's buffer; "" = gate.e_score_correction_bias
 	// (LFM2-MoE's is the block's expert_bias).
 	ScoreBiasName string
@@ -298,7 +303,7 @@ func (m *MoE) UpdatesExpertBias() bool { return m.ScoreBias }
 // shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {
 	n := m.Dim*(m.Experts+m.ZeroExperts) + m.Experts*m.expertMLP().Params()
-	if m.RouterBias || m.StaticsBias {
+	if m.RouterBias || m.StaticsBias || m.ScoreBias && m.ScoreBiasParam {
 		n += m.Experts
 	}
 	if m.SharedExperts > 0 {
@@ -352,6 +357,10 @@ func (m *MoE) Validate(path string) error {
 	}
 	if !oneOf(m.router(), MoERouters()) {
 		return units.Errorf(path, "unknown moe router %q (known: %s)", m.Router, strings.Join(MoERouters(), ", "))
+	}
+	if m.ScoreBiasParam && !(m.ScoreBias && m.router() == RouterSigmoid) {
+		return &units.Error{Path: path, Msg: "a score bias kept as a parameter is the sigmoid router's selection bias (AFMoE's expert_bias)",
+			Hint: "set router=\"sigmoid\" and score_bias=True with it"}
 	}
 	return m.checkDense(path)
 }

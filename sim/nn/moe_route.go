@@ -37,23 +37,24 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// sigmoid in the activations' dtype, so the weights are too.
 		// MiniMaxM2TopKRouter (SigmoidLogitsFP32): F.linear in the
 		// activations' dtype, the sigmoid over the logits cast to fp32.
+		// AfmoeTokenChoiceRouter (LinearRouter, RouterName
+		// "router.gate"): MiniMax-M2's through an nn.Linear module.
 		dt := routerDType(b, units.FP32)
 		if m.SigmoidInDType || m.SigmoidLogitsFP32 {
 			dt = routerDType(b, b.Prec.Compute)
 		}
-		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, m.KeepRouterFP32, dt)
+		var logits core.Value
+		if m.LinearRouter {
+			logits = b.Linear(nameOr(m.RouterName, "gate"), core.RoleRouter, x, m.Dim, E, false)
+		} else {
+			logits = routerParamLinear(b, nameOr(m.RouterName, "gate"), x, m.Dim, E, false, m.KeepRouterFP32, dt)
+		}
 		if m.SigmoidLogitsFP32 {
 			logits = b.Cast(logits, units.FP32, "router logits upcast for the sigmoid (router_logits.float())")
 		}
 		scores := b.Unary("sigmoid", logits, false, true)
 		if m.ScoreBias {
-			// A buffer, set from the experts' loads between steps: no
-			// gradient, no optimizer state (DeepseekV3TopkRouter).
-			dt := b.Prec.Params
-			if m.KeepScoreBiasFP32 {
-				dt = units.FP32
-			}
-			b.Buffer(nameOr(m.ScoreBiasName, "gate.e_score_correction_bias"), []int64{E}, dt, "auxiliary-loss-free routing bias")
+			m.scoreBias(b)
 		}
 		r.idx = m.topkIndices(b, scores, T)
 		g := b.AddOp("gather", "topk_weights", []core.Value{scores, r.idx})
@@ -337,6 +338,30 @@ func staticsBias(b *core.Builder, name string, experts int64) {
 	pi := b.Param(name, []int64{1, experts}, core.RoleRouter)
 	b.P.Params[pi].Trainable = false
 	keepParamFP32(b, name)
+}
+
+// scoreBias registers ScoreBias's per-expert selection bias: a buffer,
+// set from the experts' loads between steps, with no gradient and no
+// optimizer state (DeepseekV3TopkRouter's e_score_correction_bias); with
+// ScoreBiasParam an nn.Parameter created with requires_grad=False
+// (AfmoeSparseMoeBlock.expert_bias, modular_afmoe.py at 5.25.0), counted
+// and sharded with the parameters, still with no gradient or optimizer
+// state. KeepScoreBiasFP32 keeps either in fp32 in a 16-bit model.
+func (m *MoE) scoreBias(b *core.Builder) {
+	name := nameOr(m.ScoreBiasName, "gate.e_score_correction_bias")
+	if m.ScoreBiasParam {
+		pi := b.Param(name, []int64{m.Experts}, core.RoleRouter)
+		b.P.Params[pi].Trainable = false
+		if m.KeepScoreBiasFP32 {
+			keepParamFP32(b, name)
+		}
+		return
+	}
+	dt := b.Prec.Params
+	if m.KeepScoreBiasFP32 {
+		dt = units.FP32
+	}
+	b.Buffer(name, []int64{m.Experts}, dt, "auxiliary-loss-free routing bias")
 }
 
 // keepParamFP32 stores the parameter name (under the current scope) in

@@ -40,15 +40,19 @@ func overHeads(b *core.Builder, name string, x core.Value, s []int64, heads, hea
 }
 
 // headNorm is QKNorm's norm of q's or k's heads: Cohere's LayerNorm with
-// a weight for each head (QKNormCohere), else qkHeadNorm's.
+// a weight for each head (QKNormCohere), OLMo 2's RMSNorm over each head
+// (QKNormOlmo2: olmo2Norm, AFMoE's), else qkHeadNorm's.
 func (a *Attention) headNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64) core.Value {
-	if !a.QKNormCohere {
-		return qkHeadNorm(b, name, x, s, heads, headDim, a.QKNormGemma)
+	switch {
+	case a.QKNormCohere:
+		return overHeads(b, name, x, s, heads, headDim, func() core.Value {
+			defer b.Scope(name)()
+			return cohereNorm(b, x, []int64{heads, headDim}, headDim)
+		})
+	case a.QKNormOlmo2:
+		return overHeads(b, name, x, s, heads, headDim, func() core.Value { return olmo2Norm(b, name, x, headDim) })
 	}
-	return overHeads(b, name, x, s, heads, headDim, func() core.Value {
-		defer b.Scope(name)()
-		return cohereNorm(b, x, []int64{heads, headDim}, headDim)
-	})
+	return qkHeadNorm(b, name, x, s, heads, headDim, a.QKNormGemma)
 }
 
 // qkNormNames are QKNorm's module names (Attention.QKNormNames).

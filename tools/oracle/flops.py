@@ -20,7 +20,8 @@ Ling 3, bailing_hybrid-tiny.json, without flash-linear-attention: --cases bailin
 LongCat-Flash, longcat-flash-tiny.json, 5.25.0: --cases longcat_flash_grouped, appended; Mistral 4,
 mistral4-tiny.json, 5.25.0: --cases mistral4_grouped, appended; Solar Open, solar_open-tiny.json, 5.25.0:
 --cases solar_open_grouped, appended; Phi-3 and GLM-4 with their
-one gate_up_proj, phi3-tiny.json and glm4-tiny.json, 5.25.0: --cases phi3,glm4, appended)
+one gate_up_proj, phi3-tiny.json and glm4-tiny.json, 5.25.0: --cases phi3,glm4, appended; AFMoE, afmoe-tiny.json,
+5.25.0: --cases afmoe_grouped, appended)
 on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss (a classification head's labels: random classes) and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
@@ -113,6 +114,7 @@ CASES = [
     ("longcat_flash_grouped", "longcat-flash-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("mistral4_grouped", "mistral4-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("solar_open_grouped", "solar_open-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("afmoe_grouped", "afmoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
