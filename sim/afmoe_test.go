@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // What AFMoE's decoder layers keep for backward, against transformers
@@ -99,4 +102,116 @@ func TestAfmoeParams(t *testing.T) {
 			t.Errorf("%s: %d parameters without gradient, transformers %d", file, n, frozen)
 		}
 	}
+}
+
+// afmoe's layers: layer_types, else every global_attn_every_n_layers-th
+// layer full (default 4), the full layers without rope or window, the
+// first num_dense_layers dense; the configs transformers 5.25.0 cannot
+// build are refused naming the key, and so is a release before 5.0.
+func TestAfmoeConfig(t *testing.T) {
+	tiny := string(readHF(t, "afmoe-tiny.json"))
+	layout := func(cfg string) string {
+		m, err := hf.FromConfig([]byte(cfg), "sdpa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stack := layerStack(t, m)
+		var out []string
+		for i := int64(0); i < stack.Count(); i++ {
+			s := "F"
+			core.Walk(stack.Block(i), "", func(_ string, l core.Layer) {
+				switch x := l.(type) {
+				case *nn.Attention:
+					if x.Rope && x.Window > 0 {
+						s = fmt.Sprintf("S%d", x.Window)
+					}
+				case *nn.MoE:
+					s += "m"
+				}
+			})
+			out = append(out, s)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		name, cfg, want string
+	}{
+		{"every 2nd full, 1 dense", tiny, "S16 Fm S16m"},
+		{"default every 4th", strings.Replace(tiny, `"global_attn_every_n_layers": 2,`, "", 1), "S16 S16m S16m"},
+		{"layer_types", strings.Replace(tiny, `"global_attn_every_n_layers": 2,`, `"layer_types": ["full_attention", "sliding_attention", "full_attention"],`, 1), "F S16m Fm"},
+		{"no dense layer", strings.Replace(tiny, `"num_dense_layers": 1,`, `"num_dense_layers": 0,`, 1), "S16m Fm S16m"},
+		{"default window", strings.Replace(tiny, `"sliding_window": 16,`, "", 1), "S1024 Fm S1024m"},
+	} {
+		if got := layout(tc.cfg); got != tc.want {
+			t.Errorf("%s: layers %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ cfg, key string }{
+		{strings.Replace(tiny, `"sliding_window": 16,`, `"sliding_window": null,`, 1), `"sliding_window" must be a window size`},
+		{strings.Replace(tiny, `"global_attn_every_n_layers": 2,`, `"layer_types": ["sliding_attention"],`, 1), `"layer_types" must list one attention type per layer`},
+		{strings.Replace(tiny, `"global_attn_every_n_layers": 2,`, `"global_attn_every_n_layers": 0,`, 1), `"global_attn_every_n_layers"`},
+		{strings.Replace(tiny, `"num_dense_layers": 1,`, `"num_dense_layers": -1,`, 1), `"num_dense_layers"`},
+		{strings.Replace(tiny, `"num_experts_per_tok": 2,`, `"num_experts_per_tok": 9,`, 1), `"num_experts_per_tok" (9) must be at most "num_experts" (8)`},
+		{strings.Replace(tiny, `"mup_enabled": true,`, `"mup_enabled": 1,`, 1), `"mup_enabled" must be true or false`},
+	} {
+		if _, err := hf.FromConfig([]byte(tc.cfg), "sdpa"); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("error %v, want one with %q", err, tc.key)
+		}
+	}
+	_, err := hf.FromConfigOptions([]byte(tiny), hf.Options{Attn: "sdpa", Transformers: "4.57.3"})
+	if err == nil || !strings.Contains(err.Error(), `model_type "afmoe" needs transformers 5.0 or later`) {
+		t.Errorf("transformers 4.57.3: error %v, want one naming 5.0", err)
+	}
+}
+
+// The gates and norms AFMoE's attention and experts add refuse the
+// combinations they are not modelled in, naming the option.
+func TestAfmoeOptionsRefused(t *testing.T) {
+	at := func(f func(a *nn.Attention)) core.Layer {
+		a := &nn.Attention{Dim: 64, Heads: 4, Impl: "sdpa", QKNorm: true, QKNormOlmo2: true, GateProj: true}
+		f(a)
+		return a
+	}
+	moe := func(f func(m *nn.MoE)) core.Layer {
+		m := &nn.MoE{Dim: 64, Hidden: 32, Experts: 8, TopK: 2, Act: "silu", Router: nn.RouterSigmoid, ScoreBias: true, ScoreBiasParam: true}
+		f(m)
+		return m
+	}
+	for _, tc := range []struct {
+		l    core.Layer
+		want string
+	}{
+		{at(func(a *nn.Attention) { a.OutputGate = true }), "not both"},
+		{at(func(a *nn.Attention) { a.FusedQKV = true }), "separate q, k and v projections"},
+		{at(func(a *nn.Attention) { a.QKNorm = false }), "qk_norm=\"olmo2_head\""},
+		{at(func(a *nn.Attention) { a.QKNormGemma = true }), "qk_norm=\"olmo2_head\""},
+		{moe(func(m *nn.MoE) { m.ScoreBias = false }), "score bias kept as a parameter"},
+		{moe(func(m *nn.MoE) { m.Router = nn.RouterSoftmax }), "the sigmoid router's selection bias"},
+	} {
+		if err := tc.l.Validate("x"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one with %q", tc.l.Summary(), err, tc.want)
+		}
+	}
+	for _, l := range []core.Layer{at(func(*nn.Attention) {}), moe(func(*nn.MoE) {})} {
+		if err := l.Validate("x"); err != nil {
+			t.Errorf("%s: %v", l.Summary(), err)
+		}
+	}
+}
+
+// layerStack is the model's stack of decoder layers (its last core.Repeat).
+func layerStack(t *testing.T, m *core.Model) *core.Repeat {
+	t.Helper()
+	var stack *core.Repeat
+	for _, top := range m.Layers {
+		core.Walk(top, "", func(_ string, l core.Layer) {
+			if r, ok := l.(*core.Repeat); ok {
+				stack = r
+			}
+		})
+	}
+	if stack == nil {
+		t.Fatal("no stack of layers")
+	}
+	return stack
 }

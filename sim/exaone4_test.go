@@ -60,15 +60,7 @@ func TestExaone4Config(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stack *core.Repeat
-		core.Walk(m.Layers[0], "", func(_ string, l core.Layer) {
-			if r, ok := l.(*core.Repeat); ok {
-				stack = r
-			}
-		})
-		if stack == nil {
-			t.Fatal("no stack of layers")
-		}
+		stack := layerStack(t, m)
 		var rope []bool
 		for i := int64(0); i < stack.Count(); i++ {
 			core.Walk(stack.Block(i), "", func(_ string, l core.Layer) {

@@ -80,7 +80,7 @@ func LayerBuiltins() []host.Builtin {
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3's; \"gemma\": gemma_norm's, in fp32 with 1 + weight, " +
-				"Gemma 3's and Qwen3-Next's; \"olmo2\": OLMo 2's q_norm and k_norm, one RMS norm over all of q's heads and one over all of k's, " +
+				"Gemma 3's and Qwen3-Next's; \"olmo2_head\": olmo2_norm's over each head, the weight times the fp32 rows, AFMoE's; \"olmo2\": OLMo 2's q_norm and k_norm, one RMS norm over all of q's heads and one over all of k's, " +
 				"(heads + kv_heads) x head_dim weights, run on the projections' whole outputs before the heads are split, so " +
 				"tensor parallelism is refused; \"olmoe\": the same two norms as Llama's RMSNorm, the rows cast back before the weight, OLMoE's). " +
 				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
@@ -93,6 +93,8 @@ func LayerBuiltins() []host.Builtin {
 				"output_gate=True is Qwen3-Next's and Qwen3.5's gated attention: q_proj also yields a gate per channel " +
 				"(heads x head_dim more weights) and the attention output is multiplied by its sigmoid before o_proj, which keeps " +
 				"two more [tokens, heads x head_dim] tensors (the sigmoid and the product); it needs qk_norm=True. " +
+				"output_gate=\"gate_proj\" is AFMoE's: the gate is a projection of its own, gate_proj (dim x heads x head_dim weights, no bias), " +
+				"whose sigmoid multiplies the attention output before o_proj, keeping the same two tensors. " +
 				"proj_names names the projections as the model's module tree does: four (q, k, v, out; default (\"q_proj\", " +
 				"\"k_proj\", \"v_proj\", \"o_proj\"); BERT's (\"query\", \"key\", \"value\", \"output.dense\")) or, with fused_qkv, " +
 				"two (qkv, out; default (\"qkv\", \"o_proj\"); GPT-2's (\"c_attn\", \"c_proj\")); a dotted name is a path below the " +
@@ -143,11 +145,12 @@ func LayerBuiltins() []host.Builtin {
 				"shared_gate=True makes them Qwen2-MoE's and Qwen3-Next's shared_expert, scaled by the sigmoid of shared_expert_gate (dim weights); " +
 				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
 				"(dropped beyond, padded below); None is dropless. router_bias and expert_bias add biases to the router " +
-				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer. " +
+				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer; score_bias=\"parameter\" (router=\"sigmoid\") " +
+				"makes it an nn.Parameter without gradient, counted with the parameters but given no gradient or optimizer state (AFMoE's expert_bias). " +
 				"group_limited=True is DeepSeek-V2's softmax router with topk_method \"group_limited_greedy\" (DeepseekV2TopkRouter): " +
 				"the probabilities outside the best expert groups are zeroed before the top-k by a masked_fill that keeps a bool " +
-				"[tokens, experts] mask; it needs router=\"softmax\". router_name names the softmax router's module " +
-				"(default \"gate\"; Jamba's is \"router\"). router_logits_fp32=True (router=\"topk_softmax\") upcasts the router's " +
+				"[tokens, experts] mask; it needs router=\"softmax\". router_name names the softmax or sigmoid router's module " +
+				"(default \"gate\"; Jamba's is \"router\", AFMoE's \"router.gate\"). router_logits_fp32=True (router=\"topk_softmax\") upcasts the router's " +
 				"logits to fp32 before the top-k, so the softmax keeps fp32 weights (Granite's GraniteMoeTopKRouter).",
 			Fn: moeFn,
 		},

@@ -14,22 +14,27 @@ import (
 // ropeTablesArg read the qk_norm= and rope_tables= options the other
 // attention builtins share.
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, selfName, name starlark.Value
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, gateV, selfName, name starlark.Value
 	var projNames starlark.Indexable
-	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat, tablesFP32, eagerMask bool
+	var qkvBias, outBias, rope, sinks, gqa, mrope, ropeCat, tablesFP32, eagerMask bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "proj_names?", &projNames, "self_name?", &selfName, "name?", &name); err != nil {
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gateV, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "proj_names?", &projNames, "self_name?", &selfName, "name?", &name); err != nil {
 		return nil, err
 	}
 	qk, err := qkNormArg(qkNormV)
 	if err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKNormGemma: qk.gemma, QKNormWide: qk.wide, QKNormWideLlama: qk.wideLlama, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qk.perHead, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
+	gate, gateProj, err := outputGateArg(gateV)
+	if err != nil {
+		return nil, err
+	}
+	a := &nn.Attention{QKNormGemma: qk.gemma, QKNormOlmo2: qk.olmo2, QKNormWide: qk.wide, QKNormWideLlama: qk.wideLlama, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qk.perHead, Sinks: sinks, EnableGQA: gqa,
+		OutputGate: gate, GateProj: gateProj, RopeCat: ropeCat, EagerMask: eagerMask}
 	if ropeCat && !rope {
 		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
 	}
@@ -55,7 +60,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	mha := a.KVHeads == 0 || a.KVHeads == a.Heads
-	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qk.perHead && !qk.wide && mha); err != nil {
+	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qk.perHead && !qk.wide && !gateProj && mha); err != nil {
 		return nil, err
 	}
 	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
@@ -147,6 +152,7 @@ func setAttentionNames(a *nn.Attention, names starlark.Indexable) error {
 type qkNorm struct {
 	perHead   bool // an RMS norm over each head (Qwen3's)
 	gemma     bool // perHead's norms are gemma_norm's (Gemma 3's, Qwen3-Next's)
+	olmo2     bool // perHead's norms are olmo2_norm's (AFMoE's)
 	wide      bool // one norm over all the heads, OLMo 2's olmo2_norm
 	wideLlama bool // wide's norms are Llama's RMSNorm (OLMoE's)
 }
@@ -165,13 +171,32 @@ func qkNormArg(v starlark.Value) (qkNorm, error) {
 		switch v {
 		case "gemma":
 			return qkNorm{perHead: true, gemma: true}, nil
+		case "olmo2_head":
+			return qkNorm{perHead: true, olmo2: true}, nil
 		case "olmo2":
 			return qkNorm{wide: true}, nil
 		case "olmoe":
 			return qkNorm{wide: true, wideLlama: true}, nil
 		}
 	}
-	return qkNorm{}, fmt.Errorf("attention: qk_norm must be True, False, \"gemma\", \"olmo2\" or \"olmoe\" (got %s)", v.String())
+	return qkNorm{}, fmt.Errorf("attention: qk_norm must be True, False, \"gemma\", \"olmo2_head\", \"olmo2\" or \"olmoe\" (got %s)", v.String())
+}
+
+// outputGateArg unpacks attention()'s output_gate: False (or None), True
+// (q_proj's second half, Qwen3-Next's) or "gate_proj" (a projection of its
+// own, AFMoE's).
+func outputGateArg(v starlark.Value) (halfQ, proj bool, err error) {
+	switch v := v.(type) {
+	case nil, starlark.NoneType:
+		return false, false, nil
+	case starlark.Bool:
+		return bool(v), false, nil
+	case starlark.String:
+		if v == "gate_proj" {
+			return false, true, nil
+		}
+	}
+	return false, false, fmt.Errorf("attention: output_gate must be True, False or \"gate_proj\" (got %s)", v.String())
 }
 
 // ropeTablesArg unpacks rope_tables of fn (attention, gemma4_attention,

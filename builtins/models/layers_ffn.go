@@ -111,18 +111,31 @@ func fusedGLU(thread *starlark.Thread, dim, hidden starlark.Value, act string, b
 }
 
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, routerName, name starlark.Value
+	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, routerName, scoreBiasV, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
-	var routerBias, expertBias, scoreBias, sharedGate, groupLimited, logitsFP32 bool
+	var routerBias, expertBias, sharedGate, groupLimited, logitsFP32 bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
 		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
-		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "router_logits_fp32?", &logitsFP32, "name?", &name); err != nil {
+		"score_bias?", &scoreBiasV, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "router_logits_fp32?", &logitsFP32, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias, SharedGate: sharedGate,
+	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, SharedGate: sharedGate,
 		GroupLimited: groupLimited, TopKLogitsFP32: logitsFP32}
+	switch v := scoreBiasV.(type) {
+	case nil, starlark.NoneType:
+	case starlark.Bool:
+		m.ScoreBias = bool(v)
+	case starlark.String:
+		m.ScoreBias, m.ScoreBiasParam = v == "parameter", v == "parameter"
+	}
+	if scoreBiasV != nil && scoreBiasV != starlark.None && !m.ScoreBias && scoreBiasV != starlark.False {
+		return nil, fmt.Errorf("moe: score_bias must be True, False or \"parameter\" (got %s)", scoreBiasV.String())
+	}
+	if m.ScoreBiasParam && router != nn.RouterSigmoid {
+		return nil, fmt.Errorf("moe: score_bias=\"parameter\" is the sigmoid router's selection bias (router=\"sigmoid\"; got router=%q)", router)
+	}
 	if logitsFP32 && router != nn.RouterTopKSoftmax {
 		return nil, fmt.Errorf("moe: router_logits_fp32 is Granite's top-k softmax router's (router=\"topk_softmax\"; got router=%q)", router)
 	}

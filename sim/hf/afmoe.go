@@ -40,8 +40,9 @@ import (
 // added without a gate. expert_bias is an nn.Parameter of num_experts
 // created fp32 with requires_grad=False (nn.MoE.ScoreBiasParam), which
 // from_pretrained keeps fp32 (_keep_in_fp32_modules_strict); the norms
-// its _keep_in_fp32_modules lists stay fp32 in fp16 loads only, not in
-// bf16 ones. With mup_enabled the embeddings are multiplied by
+// its _keep_in_fp32_modules lists stay fp32 in fp16 loads only, not
+// modelled (their weights counted in fp16; what they keep is the same:
+// the weight's product is fp32 either way). With mup_enabled the embeddings are multiplied by
 // sqrt(hidden_size), a Python float (nothing saved). The head is untied
 // by default.
 //

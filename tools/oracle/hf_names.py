@@ -46,6 +46,7 @@ CASES = [
     ("llama4-tiny.json", "Llama4", ("ForCausalLM",)),
     # one config of each other family whose names memsh gives as transformers does (the survey below), its
     # "architectures" class (a published config where the family has no tiny one)
+    ("afmoe-tiny.json", "", ("AfmoeForCausalLM",)),
     ("apertus-tiny.json", "", ("ApertusForCausalLM",)),
     ("arcee-tiny.json", "", ("ArceeForCausalLM",)),
     ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
