@@ -59,7 +59,7 @@ func TestLoRATargetsAsPEFT(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		prog, err := loraProgram(t, name, m, targets)
+		prog, err := loraProgram(t, name, m, targets, nil)
 		if err != nil {
 			pooler := slices.ContainsFunc(c.Adapted, func(m string) bool {
 				return strings.HasSuffix(m, "pooler.dense") || m == "classifier.dense"
@@ -94,12 +94,12 @@ func TestLoRATargetsAsPEFT(t *testing.T) {
 }
 
 // loraProgram lowers m in tinyPlan under lora(rank=4, alpha=8,
-// targets=targets), the LoRA PEFT's oracles apply (peft_targets.py,
-// peft_moe_targets.py).
-func loraProgram(t *testing.T, name string, m *core.Model, targets []string) (*core.Program, error) {
+// targets=targets, target_parameters=params), the LoRA PEFT's oracles
+// apply (peft_targets.py, peft_moe_targets.py).
+func loraProgram(t *testing.T, name string, m *core.Model, targets, params []string) (*core.Program, error) {
 	t.Helper()
 	p := tinyPlan(t, m)
-	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: targets}
+	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: targets, TargetParameters: params}
 	if err := p.LoRA.Validate(); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -26,7 +26,7 @@ func (x LoRA) Hash() (uint32, error) { return starlark.String(x.String()).Hash()
 
 func (x LoRA) String() string { return x.l.String() }
 
-var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "targets"}
+var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "target_parameters", "targets"}
 
 func (x LoRA) AttrNames() []string { return loraAttrNames }
 
@@ -41,19 +41,25 @@ func (x LoRA) Attr(name string) (starlark.Value, error) {
 	case "autocast_adapter_dtype":
 		return starlark.Bool(!x.l.BaseDType), nil
 	case "targets":
-		out := make(starlark.Tuple, len(x.l.Targets))
-		for i, t := range x.l.Targets {
-			out[i] = starlark.String(t)
-		}
-		return out, nil
+		return stringTuple(x.l.Targets), nil
+	case "target_parameters":
+		return stringTuple(x.l.TargetParameters), nil
 	}
 	return nil, nil
+}
+
+func stringTuple(ss []string) starlark.Tuple {
+	out := make(starlark.Tuple, len(ss))
+	for i, t := range ss {
+		out[i] = starlark.String(t)
+	}
+	return out
 }
 
 func LoraBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "lora",
-		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0, autocast_adapter_dtype=True)",
+		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0, autocast_adapter_dtype=True, target_parameters=[])",
 		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
 			"state) and each targeted linear layer gets trainable A (rank x in) and B (out x rank), as PEFT's " +
 			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, router, linear (plain " +
@@ -74,7 +80,10 @@ func LoraBuiltins() []host.Builtin {
 			"experts and the router weight as PEFT's ParamWrapper (adapters [experts x rank, in] and [out, experts x " +
 			"rank], gate_up_proj at twice the rank; the merged weight W + BA a new tensor each forward, which the " +
 			"expert GEMMs save), and no nn.Linear named like them (dense and shared-expert MLPs) gets one (docs/peft.md, " +
-			"\"MoE\"). Other fused or grouped experts and parameter routers get no adapters. dropout applies to the adapter input. autocast_adapter_dtype is PEFT's " +
+			"\"MoE\"). target_parameters is PEFT's: parameters wrapped the same way by name (a path ending in \".\" and " +
+			"the name: [\"mlp.experts.gate_up_proj\", \"mlp.experts.down_proj\"] reaches gpt-oss's, Qwen2-MoE's or PhiMoE's " +
+			"3-D experts, which no conversion does), at the given rank; dropout must be 0 then, as PEFT's ParamWrapper " +
+			"requires. Other fused or grouped experts and parameter routers get no adapters. dropout applies to the adapter input. autocast_adapter_dtype is PEFT's " +
 			"get_peft_model keyword (True by default since peft 0.12): over a bf16 or fp16 model (precision=\"bf16\" " +
 			"or \"fp16\", quantized or not) the adapters, their gradients and their optimizer state are fp32, and " +
 			"each adapted linear casts its input to fp32 (a copy lora_A saves), runs both adapter GEMMs in fp32 " +
@@ -89,9 +98,9 @@ func LoraBuiltins() []host.Builtin {
 }
 
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var rank, alpha, dropout, targets, autocastAdapter starlark.Value
+	var rank, alpha, dropout, targets, autocastAdapter, targetParams starlark.Value
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,
-		"autocast_adapter_dtype?", &autocastAdapter); err != nil {
+		"autocast_adapter_dtype?", &autocastAdapter, "target_parameters?", &targetParams); err != nil {
 		return nil, err
 	}
 	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
@@ -117,6 +126,11 @@ func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs
 	}
 	if targets != nil && targets != starlark.None {
 		if l.Targets, err = stringList(targets, "targets"); err != nil {
+			return nil, err
+		}
+	}
+	if targetParams != nil && targetParams != starlark.None {
+		if l.TargetParameters, err = stringList(targetParams, "target_parameters"); err != nil {
 			return nil, err
 		}
 	}

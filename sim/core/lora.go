@@ -32,11 +32,16 @@ import (
 // TRL's peft_module_casting_to_bf16) keeps them in the params dtype.
 // Plan.AdapterDType says which applies.
 type LoRA struct {
-	Rank      int64
-	Alpha     float64
-	Targets   []string // roles (q k v o qkv gate up down lm_head, or all-linear) or module names (lora_targets.go)
-	Dropout   float64
-	BaseDType bool // adapters in the base's dtype (autocast_adapter_dtype=False); false: PEFT's fp32 over a 16-bit base
+	Rank    int64
+	Alpha   float64
+	Targets []string // roles (q k v o qkv gate up down lm_head, or all-linear) or module names (lora_targets.go)
+	// TargetParameters are PEFT's target_parameters: parameters wrapped
+	// in its ParamWrapper by name (a path ending in "." and the name:
+	// "mlp.experts.gate_up_proj"), as the MoE conversion wraps them
+	// (lora_experts.go).
+	TargetParameters []string
+	Dropout          float64
+	BaseDType        bool // adapters in the base's dtype (autocast_adapter_dtype=False); false: PEFT's fp32 over a 16-bit base
 }
 
 var linearRoles = []string{"q", "k", "v", "o", "qkv", "gate", "up", "down", "lm_head", "router", "linear", "expert_gate", "expert_up", "expert_down"}
@@ -50,6 +55,13 @@ func (l LoRA) String() string {
 	s := fmt.Sprintf("lora(rank=%d, alpha=%s, targets=[%s]", l.Rank, strconv.FormatFloat(l.Alpha, 'g', -1, 64), strings.Join(q, ", "))
 	if l.Dropout != 0 {
 		s += ", dropout=" + strconv.FormatFloat(l.Dropout, 'g', -1, 64)
+	}
+	if len(l.TargetParameters) > 0 {
+		q := make([]string, len(l.TargetParameters))
+		for i, t := range l.TargetParameters {
+			q[i] = strconv.Quote(t)
+		}
+		s += ", target_parameters=[" + strings.Join(q, ", ") + "]"
 	}
 	if l.BaseDType {
 		s += ", autocast_adapter_dtype=False"
@@ -65,8 +77,13 @@ func (l *LoRA) Validate() error {
 	if l.Dropout < 0 || l.Dropout >= 1 {
 		return fmt.Errorf("lora: dropout must be in [0, 1) (got %g)", l.Dropout)
 	}
-	if len(l.Targets) == 0 {
+	if len(l.Targets) == 0 && len(l.TargetParameters) == 0 {
 		return fmt.Errorf("lora: targets must name at least one module role (known: all-linear, %v)", linearRoles)
+	}
+	for _, t := range l.TargetParameters {
+		if err := checkNameTarget(t); err != nil {
+			return fmt.Errorf("lora: target_parameters: %w", err)
+		}
 	}
 	for _, t := range l.Targets {
 		if !isLoRARole(t) {

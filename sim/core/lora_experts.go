@@ -76,14 +76,23 @@ func (b *Builder) peftExperts() peftExpertNames {
 	return b.Ft.peftExperts
 }
 
-// paramTargets are the parameters LoRA's targets convert to, or PEFT's
-// refusal of gate without up (or up without gate).
-func (b *Builder) paramTargets() (map[string]bool, error) {
-	n := b.peftExperts()
-	if b.Lora == nil || n.none() {
-		return nil, nil
+// paramTargets are the parameters LoRA wraps: its target_parameters and
+// those its targets convert to, and whether gate_up_proj takes twice the
+// rank (the conversion's rank_pattern, which reaches every key ending in
+// gate_up_proj); or PEFT's refusal of gate without up (or up without
+// gate).
+func (b *Builder) paramTargets() (map[string]bool, bool, error) {
+	if b.Lora == nil {
+		return nil, false, nil
 	}
 	out := map[string]bool{}
+	for _, t := range b.Lora.TargetParameters {
+		out[t] = true
+	}
+	n := b.peftExperts()
+	if n.none() {
+		return out, false, nil
+	}
 	var gate, up bool
 	for _, t := range b.Lora.Targets {
 		if t == "all-linear" {
@@ -105,9 +114,9 @@ func (b *Builder) paramTargets() (map[string]bool, error) {
 		if up {
 			have, miss = n.up, n.gate
 		}
-		return nil, fmt.Errorf("lora: target %q without %q: PEFT converts both into the experts' gate_up_proj and refuses one alone (\"Cannot convert PEFT target(s) %s without also targeting %s because they are fused into gate_up_proj\")", have, miss, have, miss)
+		return nil, false, fmt.Errorf("lora: target %q without %q: PEFT converts both into the experts' gate_up_proj and refuses one alone (\"Cannot convert PEFT target(s) %s without also targeting %s because they are fused into gate_up_proj\")", have, miss, have, miss)
 	}
-	return out, nil
+	return out, gate, nil
 }
 
 // ParamLoRA is PEFT's lora.ParamWrapper on the parameter w of the current
@@ -135,18 +144,21 @@ func (b *Builder) paramTargets() (map[string]bool, error) {
 // PEFT's ParamWrapper refuses lora_dropout != 0 (dropout cannot be
 // factored out of the merged weight); so does this.
 func (b *Builder) ParamLoRA(w int32, param string) Value {
-	targets, err := b.paramTargets()
+	targets, fused, err := b.paramTargets()
 	if err != nil {
 		panic(LowerError{&units.Error{Path: b.Name(""), Msg: err.Error(), Hint: "target both (all-linear does), or neither"}})
 	}
 	key := b.Name(param)
-	hit := ""
+	hit := false
 	for t := range targets {
 		if key == t || strings.HasSuffix(key, "."+t) {
-			hit = t
+			if b.loraHits == nil {
+				b.loraHits = map[string]bool{}
+			}
+			b.loraHits[paramHit(t)], hit = true, true
 		}
 	}
-	if hit == "" {
+	if !hit {
 		return NoValue
 	}
 	if b.Lora.Dropout > 0 {
@@ -159,8 +171,8 @@ func (b *Builder) ParamLoRA(w int32, param string) Value {
 		experts, out, in = p.Shape[0], p.Shape[1], p.Shape[2]
 	}
 	r := b.Lora.Rank
-	if hit == "gate_up_proj" {
-		r *= 2 // rank_pattern: r * 2 for the two fused targets
+	if fused && (key == "gate_up_proj" || strings.HasSuffix(key, ".gate_up_proj")) {
+		r *= 2 // rank_pattern .*\.gate_up_proj: r * 2 for the two fused targets
 	}
 	defer b.Scope(param)()
 	defer b.Scope("lora")()
@@ -209,3 +221,6 @@ func (b *Builder) ParamLoRA(w int32, param string) Value {
 	b.Op(i).Bytes += 2 * float64(dt.Bytes(experts*out*in)) // W read, the merged weight written
 	return merged
 }
+
+// paramHit is the loraHits key of a parameter target.
+func paramHit(t string) string { return "parameter " + t }

@@ -32,6 +32,19 @@ ATTN = ["q_proj", "k_proj", "v_proj", "o_proj"]
 MLP = ATTN + ["gate_proj", "up_proj", "down_proj"]
 COMMON = ("all-linear", ATTN, MLP, ["gate_proj", "up_proj", "down_proj"], ["down_proj"], ["gate_proj", "down_proj"])
 MIXTRAL = ("all-linear", ATTN, MLP, ATTN + ["w1", "w2", "w3"], ["mlp.gate"], ["w1"])
+EXPERTS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+# config file, target_modules, target_parameters: PEFT's own way to the 3-D experts
+PARAM_CASES = [
+    ("gpt_oss-tiny.json", ATTN, EXPERTS),
+    ("gpt_oss-tiny.json", "all-linear", EXPERTS),
+    ("gpt_oss-tiny.json", [], ["mlp.experts.down_proj"]),
+    ("qwen2_moe-tiny.json", ATTN, EXPERTS),
+    ("phimoe-tiny.json", ATTN, EXPERTS),
+    ("granitemoe-tiny.json", ATTN, ["block_sparse_moe.experts.gate_up_proj", "block_sparse_moe.experts.down_proj"]),
+    ("qwen3_moe-tiny.json", ATTN, EXPERTS),
+    ("qwen3_moe-tiny.json", MLP, ["mlp.experts.down_proj"]),
+    ("qwen3_moe-tiny.json", ATTN, ["q_proj.weight"]),
+]
 CASES = [
     ("mixtral-tiny.json", MIXTRAL),
     ("minimax_m2-tiny.json", MIXTRAL),
@@ -67,7 +80,9 @@ def adapters(pm):
 
 
 def main(only):
-    for config, target_lists in CASES:
+    cases = [(config, targets, None) for config, target_lists in CASES for targets in target_lists]
+    cases += [(config, targets, params) for config, targets, params in PARAM_CASES]
+    for config, targets, params in cases:
         if only and config not in only:
             continue
         raw = json.load(open(os.path.join(HF, config)))
@@ -75,25 +90,27 @@ def main(only):
             cfg = transformers.AutoConfig.for_model(**raw)
         except (ValueError, KeyError):  # a model type this release does not have
             continue
-        for targets in target_lists:
-            with torch.device("meta"):
-                model = transformers.AutoModelForCausalLM.from_config(cfg)
-            line = {"config": config, "arch": type(model).__name__, "targets": targets}
-            try:
-                pm = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets))
-            except Exception as e:  # PEFT refuses: memsh must too
-                line["error"] = f"{type(e).__name__}: {e}"
-            else:
-                c = pm.peft_config["default"]
-                line.update({
-                    "resolved": sorted(c.target_modules or []),
-                    "target_parameters": sorted(c.target_parameters or []),
-                    "rank_pattern": c.rank_pattern,
-                    "trainable": sum(p.numel() for p in pm.parameters() if p.requires_grad),
-                    "adapters": adapters(pm),
-                })
-            line.update({"peft": peft.__version__, "transformers": transformers.__version__})
-            print(json.dumps(line))
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+        line = {"config": config, "arch": type(model).__name__, "targets": targets}
+        if params is not None:
+            line["params"] = params
+        try:
+            pm = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets,
+                                                            target_parameters=params))
+        except Exception as e:  # PEFT refuses: memsh must too
+            line["error"] = f"{type(e).__name__}: {e}"
+        else:
+            c = pm.peft_config["default"]
+            line.update({
+                "resolved": sorted(c.target_modules or []),
+                "target_parameters": sorted(c.target_parameters or []),
+                "rank_pattern": c.rank_pattern,
+                "trainable": sum(p.numel() for p in pm.parameters() if p.requires_grad),
+                "adapters": adapters(pm),
+            })
+        line.update({"peft": peft.__version__, "transformers": transformers.__version__})
+        print(json.dumps(line))
 
 
 if __name__ == "__main__":
