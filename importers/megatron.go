@@ -26,7 +26,7 @@ var megatronTrainer = &trainer{
 		"lr-decay-samples", "lr-warmup-fraction", "lr-warmup-samples", "lr-warmup-iters", "decoupled-lr", "decoupled-min-lr",
 		"weight-decay", "adam-beta1", "adam-beta2", "adam-eps", "clip-grad", "init-method-std", "rampup-batch-size", "seed",
 		"tokenizer-type", "tokenizer-model", "tiktoken-pattern", "mock-data", "data-cache-path", "no-mmap-bin-files",
-		"no-create-attention-mask-in-dataloader", "num-workers", "log-throughput", "profile", "profile-step-start",
+		"num-workers", "log-throughput", "profile", "profile-step-start",
 		"profile-step-end", "ckpt-format", "distributed-timeout-minutes", "exit-duration-in-mins", "manual-gc",
 		"calculate-per-token-loss", "use-mcore-models", "attention-dropout", "hidden-dropout", "rotary-base", "rotary-percent",
 		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings",
@@ -131,6 +131,14 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("seq-length", "Megatron requires it: --seq-length 4096", "missing")
 	}
 	p.set("seq", num(seq))
+	noMask, err := t.boolean("no-create-attention-mask-in-dataloader", false)
+	if err != nil {
+		return nil, err
+	}
+	if !noMask { // Megatron's default; precision(...) plans load no Megatron batch (sim/core/megatron_batch.go)
+		t.notModelled = append(t.notModelled, fmt.Sprintf("the dataloader's attention mask (create_attention_mask_in_dataloader, Megatron's default): a [%d, 1, %d, %d] bool on the first and last stages with each micro-batch, %s; pass --no-create-attention-mask-in-dataloader as most recipes do, or write the plan with precision=\"megatron\", which loads it (train(dataloader_mask=))",
+			micro, seq, seq, fmt.Sprintf("%.0f MiB", float64(micro*seq*seq)/(1<<20))))
+	}
 	if err := megatronPrecision(t, p); err != nil {
 		return nil, err
 	}

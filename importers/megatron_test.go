@@ -35,7 +35,9 @@ func TestMegatron(t *testing.T) {
 		opts: Options{GPUs: 8, Nodes: 16},
 		// No --overlap-grad-reduce, no distributed optimizer: Megatron's
 		// DDP reduces after the backward, which memsh cannot write here.
-		notModelled: []string{"no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)"},
+		notModelled: []string{
+			"the dataloader's attention mask (create_attention_mask_in_dataloader, Megatron's default): a [1, 1, 2048, 2048] bool on the first and last stages with each micro-batch, 4 MiB; pass --no-create-attention-mask-in-dataloader as most recipes do, or write the plan with precision=\"megatron\", which loads it (train(dataloader_mask=))",
+			"no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)"},
 		hand: `layer = sequential(
     residual(sequential(layernorm(12288, name = "input_layernorm"),
                         attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),

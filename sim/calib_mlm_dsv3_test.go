@@ -242,6 +242,7 @@ func dsv3ProxyPlan(t *testing.T, recompute string, expandable bool, connect stri
 			MicroBatches: gbs / dp, StageLayers: []int64{2, 2, 2, 2, 2, 2, 2, 0}, RouterDType: units.FP32,
 			LossParallel: core.MegatronFusedCE}, // the recipe's --cross-entropy-loss-fusion, native
 		Cluster: hw.Cluster{Nodes: 8, GPUsPerNode: 8}}
+	p.DataloaderMask = core.DataloaderMaskOff // the recipe's --no-create-attention-mask-in-dataloader
 	p.Overheads.Dispatch = "fused"
 	p.ExpandableSegments = expandable
 	p.RuntimeMemory.NCCLNVLS = "off"

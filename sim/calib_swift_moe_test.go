@@ -502,6 +502,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: a800, Phase: core.Train,
 			Parallel: row.par, Cluster: hw.Cluster{Nodes: row.nodes, GPUsPerNode: 8}}
 		p.Overheads.Dispatch = "fused"
+		p.DataloaderMask = core.DataloaderMaskOff // packed padding-free rows: cu_seqlens, no [batch, 1, seq, seq] mask
 		p.ExpandableSegments = row.expandable
 		p.RuntimeMemory.NCCLConnect = "eager"
 		r := evalPlan(t, p)

@@ -130,6 +130,12 @@ var TrainKeywords = []keyword{
 			"Under transformers 4.54 to 4.57 with the cache off (use_cache=False, or checkpointing), no attention_mask makes every causal SDPA layer get a [batch, 1, seq, seq] bool mask and repeat_kv's copies of k and v (the packed-sequence check of their masking_utils, on torch 2.6 and later; 5.0 and later, and any release given an attention_mask, pass none). " +
 			"The rest is the same either way: with no padding full-attention SDPA layers get no mask (is_causal), SDPA's additive bias and eager attention's float mask are whole, chunked (Llama 4) and image masks read the sample, flash gets no 4-D mask (docs/models.md)",
 		set: setNoAttentionMask},
+	{Name: "dataloader_mask", Def: starlark.None,
+		Doc: "precision=\"megatron\" only: whether Megatron-LM's dataloader makes each sample's causal attention_mask (create_attention_mask_in_dataloader, on unless --no-create-attention-mask-in-dataloader), " +
+			"a [batch, 1, seq, seq] bool that get_batch loads onto every tensor-parallel rank of the first and last pipeline stages with each micro-batch (a context-parallel rank keeps its seq / cp query rows) " +
+			"and forward_step drops when it returns: 64 MiB a micro-batch at 8,192 tokens, 1 GiB at 32,768. None: Megatron's default, on unless the rows are packed (tokens_per_batch: cu_seqlens and no mask). " +
+			"Megatron plans load position_ids ([batch, seq] int64, first stage) and loss_mask ([batch, seq] fp32, kept by loss_func's product for its backward, last stage) either way",
+		set: setDataloaderMask},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens, as DataCollatorWithFlattening and TRL's padding_free do (position_ids restarting per document, no attention_mask): flash's varlen kernel; SDPA and eager on hf_config models of transformers 4.54 and later, whose masking_utils gives them one [1, 1, N, N] block-diagonal mask (docs/models.md)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "doc_tokens", Def: starlark.None,
@@ -482,6 +488,23 @@ func setNoAttentionMask(name string, v *starlark.Value, a *trainArgs, p *core.Pl
 		return boolError(name, *v, false)
 	}
 	p.NoAttentionMask = !bool(b)
+	return nil
+}
+
+// setDataloaderMask resolves dataloader_mask= (Plan.DataloaderMask): None
+// leaves Megatron's default.
+func setDataloaderMask(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	switch x := (*v).(type) {
+	case starlark.NoneType:
+		p.DataloaderMask = ""
+	case starlark.Bool:
+		p.DataloaderMask = core.DataloaderMaskOff
+		if x {
+			p.DataloaderMask = core.DataloaderMaskOn
+		}
+	default:
+		return boolError(name, *v, true)
+	}
 	return nil
 }
 

@@ -12,41 +12,43 @@ import (
 // the chunked loss (chunked_loss.go) and sequence packing (packing.go).
 // Offload and paging act on the replay instead (offload.go, replay/paging.go).
 type Finetune struct {
-	quant       string      // nf4 | nf4-dq | int8, "" when none
-	quantHead   bool        // lm_head quantized too
-	quantFrom   units.DType // dtype the weights were quantized from (what dequantize returns)
-	freeze      []string
-	lossChunks  int64
-	liger       *LigerCE // Liger's fused linear cross-entropy (liger.go)
-	titan       int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
-	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
-	packed      bool
-	docTokens   int64           // Plan.DocTokens
-	docs        []int64         // Plan.Docs
-	keepLogits  bool            // the loop holds the logits through the backward (Plan.KeepLogits)
-	useCache    bool            // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
-	noAttnMask  bool            // the batch carries no attention_mask (Plan.NoAttentionMask)
-	adapterDT   units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
-	peftExperts peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
-	Unfreeze    int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
+	quant        string      // nf4 | nf4-dq | int8, "" when none
+	quantHead    bool        // lm_head quantized too
+	quantFrom    units.DType // dtype the weights were quantized from (what dequantize returns)
+	freeze       []string
+	lossChunks   int64
+	liger        *LigerCE // Liger's fused linear cross-entropy (liger.go)
+	titan        int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
+	ligerLayers  bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
+	packed       bool
+	docTokens    int64           // Plan.DocTokens
+	docs         []int64         // Plan.Docs
+	keepLogits   bool            // the loop holds the logits through the backward (Plan.KeepLogits)
+	useCache     bool            // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
+	noAttnMask   bool            // the batch carries no attention_mask (Plan.NoAttentionMask)
+	megatronMask bool            // Megatron's dataloader's attention mask (Plan.DataloaderMask, megatron_batch.go)
+	adapterDT    units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
+	peftExperts  peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
+	Unfreeze     int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
 // finetuneInto writes into ft what the lowering needs from the plan.
 func (p *Plan) finetuneInto(ft *Finetune) {
 	*ft = Finetune{
-		quant:       p.Quant,
-		quantHead:   p.QuantLMHead,
-		quantFrom:   p.QuantFrom,
-		freeze:      p.Freeze,
-		lossChunks:  p.LossChunks,
-		packed:      p.TokensPerBatch > 0,
-		docTokens:   p.DocTokens,
-		docs:        p.Docs,
-		ligerLayers: p.LigerKernels,
-		keepLogits:  p.KeepLogits,
-		useCache:    p.ForwardCache(),
-		adapterDT:   p.AdapterDType(),
-		noAttnMask:  p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
+		quant:        p.Quant,
+		quantHead:    p.QuantLMHead,
+		quantFrom:    p.QuantFrom,
+		freeze:       p.Freeze,
+		lossChunks:   p.LossChunks,
+		packed:       p.TokensPerBatch > 0,
+		docTokens:    p.DocTokens,
+		docs:         p.Docs,
+		ligerLayers:  p.LigerKernels,
+		keepLogits:   p.KeepLogits,
+		useCache:     p.ForwardCache(),
+		adapterDT:    p.AdapterDType(),
+		noAttnMask:   p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
+		megatronMask: p.megatronMask(),
 	}
 	if p.Model != nil {
 		ft.peftExperts = peftExpertTables[p.Model.PEFTExperts]
@@ -120,6 +122,9 @@ func (p *Plan) validateFinetune() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must hold at least one sequence of seq tokens (got tokens_per_batch=%d, seq=%d)", p.TokensPerBatch, p.Seq)}
 	}
 	if err := p.validatePacking(); err != nil {
+		return err
+	}
+	if err := p.validateDataloaderMask(); err != nil {
 		return err
 	}
 	if p.HostMemory < 0 {

@@ -262,8 +262,10 @@ func (m *Model) lower(b *Builder) (err error) {
 		b.P.Loss = b.lowerRollout(m, x, b.rollout) // anemoi's rollout loop
 		return nil
 	}
+	batch := b.loadMegatronBatch(true, true)
 	x = b.lowerMembers(m, x) // lowerBody once, or once per member
-	b.P.Loss = b.loss(m, x)
+	b.P.Loss = b.megatronLossFunc(b.loss(m, x), batch)
+	b.dropMegatronBatch(batch)
 	return nil
 }
 

@@ -243,6 +243,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 			x = b.stageRecv(m)
 			c.recv = x
 		}
+		batch := b.loadMegatronBatch(g == 0, g == sp.Chunks-1)
 		if g == 0 {
 			for _, u := range sp.pre {
 				x, srcs = b.lowerUnit(u, x, srcs)
@@ -280,11 +281,12 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 				}
 			}
 			c.out = x
-			out = StageOut{V: b.loss(m, x), Loss: true}
+			out = StageOut{V: b.megatronLossFunc(b.loss(m, x), batch), Loss: true}
 		} else {
 			b.stageSend(x)
 			c.out = x
 		}
+		b.dropMegatronBatch(batch)
 		b.P.Stage.Outputs = append(b.P.Stage.Outputs, out)
 		copies = append(copies, c)
 		done()

@@ -109,6 +109,15 @@ type Plan struct {
 	// the batch (nn.Attention.maskExpanded).
 	NoAttentionMask bool
 
+	// DataloaderMask: whether Megatron-LM's dataloader makes each
+	// sample's causal attention_mask, which get_batch loads onto the GPU
+	// with every micro-batch ([batch, 1, seq, seq] bool;
+	// create_attention_mask_in_dataloader, megatron_batch.go):
+	// DataloaderMaskOn, DataloaderMaskOff
+	// (--no-create-attention-mask-in-dataloader), "" Megatron's default,
+	// on under precision "megatron" unless the rows are packed.
+	DataloaderMask string
+
 	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
 	// the caching allocator maps pages into one growing segment per pool
 	// (alloc/allocator_expandable.go).
