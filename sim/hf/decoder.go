@@ -61,6 +61,14 @@ import (
 // drops the embeddings (embedding_dropout), o_proj's and c_proj's outputs
 // (residual_dropout) and the probabilities (attention_dropout).
 //
+// Helium (model_type helium: kyutai/helium-1-preview-2b, helium-1-2b;
+// models/helium at 5.25.0) is Llama with attention_bias on q, k and v
+// only, head_dim 128, its RMSNorm multiplying the fp32 rows by the
+// weight's fp32 copy before the cast back (nn.Norm.WeightFP32) and GLM's
+// rope on
+// adjacent pairs, the first half of rotary_emb's cos and sin
+// repeat_interleaved in every layer (RopeTablesEachLayer).
+//
 // Hunyuan's dense model (model_type hunyuan_v1_dense: tencent/Hunyuan-7B,
 // -4B, -1.8B, -0.5B and their -Instruct; models/hunyuan_v1_dense at 5.25.0)
 // is Llama with attention_bias on q, k, v and o (default false), a
@@ -96,6 +104,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)
 	}
+	if f.helium && heads*hd != hidden && c.err == nil {
+		// HeliumAttention's o_proj is nn.Linear(hidden_size, hidden_size)
+		c.fail("head_dim", "times num_attention_heads must be hidden_size (%d): Helium's o_proj reads hidden_size inputs (got %d x %d)", hidden, heads, hd)
+	}
 	c.object("rope_scaling")
 	c.number("rope_theta", 10000) // no size depends on it
 	tie := c.flag("tie_word_embeddings", f.tie)
@@ -122,6 +134,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	case f.starcoder2:
 		qkvBias = c.flag("use_bias", true)
 		outBias, mlpBias = qkvBias, qkvBias
+	case f.helium: // HeliumAttention's o_proj has no bias
+		qkvBias, mlpBias = c.flag("attention_bias", false), c.flag("mlp_bias", false)
 	}
 	actKey, actDef := f.actKey, "silu"
 	if f.gemma > 0 {
@@ -187,6 +201,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 1)), true
 	case "ernie4_5", "ernie4_5_moe":
 		at.RopeTablesDType, at.RopeTablesEachLayer = units.FP32, true
+	case "helium":
+		at.RopeTablesEachLayer = true
 	case "minimax_m2":
 		at.RopeTablesDim, at.RopeCat = c.minimaxRotary(hd), true
 	}
@@ -196,6 +212,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			return &nn.Norm{Name: name, Dim: hidden, Bias: true}
 		case f.gemma > 0:
 			return &nn.GemmaNorm{Name: name, Dim: hidden}
+		case f.helium:
+			// HeliumRMSNorm: (weight.to(float32) * x32_normed).to(dtype),
+			// the weight's fp32 copy saved with the rows
+			// (models/helium/modular_helium.py:42 at 5.25.0)
+			return &nn.Norm{Name: name, Dim: hidden, RMS: true, WeightFP32: true}
 		case c.modelType == "gpt_oss":
 			// GptOssRMSNorm: (weight * x32_normed).to(dtype), OLMo 2's
 			// (models/gpt_oss/modeling_gpt_oss.py:61 at 5.25.0).

@@ -145,6 +145,10 @@ var hfFamilies = []hfFamily{
 	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
 	// the first with models/granitemoehybrid (absent from 4.51.3).
 	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{router: "router", paramRouter: true}},
+	// helium: Kyutai's Helium-1; its model page: "added to Hugging Face
+	// Transformers on 2025-01-13", after 4.48.0 (2025-01-10): 4.49.
+	// decoder.go.
+	{modelType: "helium", prefix: "Helium", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 49}},
 	// hunyuan_v1_dense, hunyuan_v1_moe: the 4.56.0 wheel is the first
 	// with models/hunyuan_v1_dense and models/hunyuan_v1_moe (absent from
 	// the 4.55.0 and 4.55.4 wheels; "HunYuan opensource",

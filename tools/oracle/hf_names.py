@@ -98,6 +98,7 @@ CASES = [
     ("mistral4-tiny.json", "", ("Mistral4ForCausalLM",)),
     ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
+    ("helium-tiny.json", "", ("HeliumForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
