@@ -281,6 +281,9 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 		c.FwdK++
 	}
 	input, weight := pr.needsGrad(op)
+	if len(op.Params) > 0 && len(op.In) > 1 && pr.prog.Values[op.In[1]].Grad && pr.prog.GradsInputs(op) {
+		weight = true // the weight an activation beside a parameter bias (PEFT's merged expert slice with gpt-oss's bias)
+	}
 	if len(op.Params) == 0 {
 		// both operands are activations: each needing a gradient gets a GEMM
 		input, weight = false, false
