@@ -217,7 +217,11 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	// [qk_nope_head_dim, v_head_dim], dim=-1)).
 	value, vd := kvb, a.VDim
 	if a.Impl == "flash" {
-		// flash-attn needs one head dim: transformers pads v to q/k's.
+		// flash-attn needs one head dim: transformers pads v to q/k's
+		// and crops the output back, a view (4.x in each MLA attention's
+		// forward, modeling_deepseek_v3.py at 4.57.1; 5.x inside
+		// integrations/flash_attention.py's flash_attention_forward, lines
+		// 61-65 and 96-97 at 5.25.0, for every model: the same tensors).
 		value, vd = b.Ew("pad", "value_states", []core.Value{kvb}, core.WithLast(s, h*qk), dt, "v padded to the q/k head dim for flash-attn"), qk
 	}
 	od := a.VDim
