@@ -29,6 +29,8 @@ var hfFamilies = []hfFamily{
 	{modelType: "bailing_hybrid", prefix: "BailingHybrid", base: "model", heads: decoderHeads, build: buildBailingHybrid, noEager: true, since: [2]int{5, 25},
 		sinceWhy: "5.20 to 5.24 build Ling 3 without its SwiGLU clamps (expert_swiglu_limit_list), 5.20 to 5.23 without q_lora_rank and with the router in the model's dtype",
 		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// bamba: IBM's Bamba-9B (bamba.go); memsh follows 5.25.0's modelling.
+	{modelType: "bamba", prefix: "Bamba", base: "model", heads: decoderHeads, build: buildBamba, since: [2]int{4, 48}},
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	// cohere: Command R, R+, Aya 23 and Aya Expanse; transformers 4.39

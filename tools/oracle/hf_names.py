@@ -50,6 +50,7 @@ CASES = [
     ("apertus-tiny.json", "", ("ApertusForCausalLM",)),
     ("arcee-tiny.json", "", ("ArceeForCausalLM",)),
     ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
+    ("bamba-tiny.json", "", ("BambaForCausalLM",)),
     ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
     ("deepseek-v2-tiny.json", "", ("DeepseekV2ForCausalLM",)),
     ("deepseek-v32-tiny.json", "", ("DeepseekV32ForCausalLM",)),
