@@ -23,10 +23,12 @@ import (
 //
 // CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json,
 // ernie4_5-tiny.json, ernie4_5_moe-tiny.json, hunyuan_v1_moe-tiny.json,
-// minimax_m2-tiny.json, dots1-tiny.json, mistral4-tiny.json and
-// solar_open-tiny.json (with keepfp32: the routers as from_pretrained
-// loads them; every layer an MoE layer but dots1's and mistral4's first;
-// Mistral 4's rope pair 4 wide, Solar Open's 24;
+// minimax_m2-tiny.json, dots1-tiny.json, mistral4-tiny.json,
+// solar_open-tiny.json and exaone_moe-tiny.json (with keepfp32: the
+// routers as from_pretrained loads them; every layer an MoE layer but
+// dots1's, mistral4's and exaone_moe's first; Mistral 4's rope pair 4
+// wide, Solar Open's 24; K-EXAONE's two sliding layers and their window
+// mask at any depth, its global layer unrotated;
 // MiniMax's rotary pair 16 of its 32 head dims wide), arcee-tiny.json,
 // apertus-tiny.json, seed_oss-tiny.json, deepseek-v4-tiny.json (with
 // keepfp32; layer 0 sliding, 1 compressed sparse, 2 heavily compressed)
@@ -156,12 +158,16 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"dots1-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
 		{"dots1-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
 		{"dots1-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
-		{"mistral4-tiny.json", nil, "sdpa", "fp32", []int64{92420, 108804, 125188}, []int64{1280, 1280, 1280}, 0, true},
-		{"mistral4-tiny.json", nil, "sdpa", "bf16", []int64{67844, 76036, 84228}, []int64{768, 768, 768}, 0, true},
-		{"solar_open-tiny.json", nil, "sdpa", "fp32", []int64{92420, 108804, 125188}, []int64{6400, 6400, 6400}, 0, true},
-		{"solar_open-tiny.json", nil, "sdpa", "bf16", []int64{67844, 76036, 84228}, []int64{3328, 3328, 3328}, 0, true},
-		{"solar_open-tiny.json", nil, "eager", "fp32", []int64{92420, 108804, 125188}, []int64{14592, 14592, 14592}, 0, true},
-		{"solar_open-tiny.json", nil, "eager", "bf16", []int64{67844, 76036, 84228}, []int64{7424, 7424, 7424}, 0, true},
+		{"mistral4-tiny.json", nil, "sdpa", "fp32", []int64{92420, 108804, 125188}, []int64{1280, 1280, 1280}, 0, false},
+		{"mistral4-tiny.json", nil, "sdpa", "bf16", []int64{67844, 76036, 84228}, []int64{768, 768, 768}, 0, false},
+		{"solar_open-tiny.json", nil, "sdpa", "fp32", []int64{92420, 108804, 125188}, []int64{6400, 6400, 6400}, 0, false},
+		{"solar_open-tiny.json", nil, "sdpa", "bf16", []int64{67844, 76036, 84228}, []int64{3328, 3328, 3328}, 0, false},
+		{"solar_open-tiny.json", nil, "eager", "fp32", []int64{92420, 108804, 125188}, []int64{14592, 14592, 14592}, 0, false},
+		{"solar_open-tiny.json", nil, "eager", "bf16", []int64{67844, 76036, 84228}, []int64{7424, 7424, 7424}, 0, false},
+		{"exaone_moe-tiny.json", nil, "sdpa", "fp32", []int64{92420, 108804, 125188}, []int64{5376, 5376, 5376}, 0, false},
+		{"exaone_moe-tiny.json", nil, "sdpa", "bf16", []int64{67844, 76036, 84228}, []int64{3328, 3328, 3328}, 0, false},
+		{"exaone_moe-tiny.json", nil, "eager", "fp32", []int64{92420, 108804, 125188}, []int64{12544, 12544, 12544}, 0, false},
+		{"exaone_moe-tiny.json", nil, "eager", "bf16", []int64{67844, 76036, 84228}, []int64{6400, 6400, 6400}, 0, false},
 		{"arcee-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
 		{"arcee-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
 		{"arcee-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},

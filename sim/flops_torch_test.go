@@ -239,6 +239,10 @@ var flopCauses = []flopCause{
 		why: "Gemma 3n's and AFMoE's sliding layers (window 16 at 64 tokens): SDPA gets the window's mask and memsh counts every block, as " +
 			"FlopCounterMode does in the forward; the backward 2 x the forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
+	{cases: "^exaone_moe_grouped$", module: `^model\.layers\.[012]\.self_attn$`, phase: 1,
+		why: "K-EXAONE's layers (two sliding, window 16 at 32 tokens, and a global one) each get SDPA a mask, whose forward memsh " +
+			"counts over every block as FlopCounterMode does; the backward 2 x the forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
+		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^mamba2$", module: `\.mixer$`, phase: -1, why: mamba2Why, want: mamba2Mixer},
 	{cases: "^qwen3_next$", module: `\.linear_attn$`, phase: -1, why: gdnWhy, want: gdnTorchChunk},
 	{cases: ".", module: `\.rotary_emb$`, phase: 0,
@@ -295,7 +299,11 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // --cases mistral4_grouped appended: Mistral 4's MLA (q and v heads 12
 // wide: the CPU's flash kernel), its dense first layer, the router's GEMM
 // in the model's dtype, the experts and the shared expert, every module
-// equal but causal SDPA's causes; the solar_open_grouped line with 5.25.0,
+// equal but causal SDPA's causes; the exaone_moe_grouped line with 5.25.0,
+// flops.py --cases exaone_moe_grouped appended: K-EXAONE's q/k-normed
+// attention, dense first layer, fp32 router, experts and shared expert,
+// every module equal but its masked SDPA backward's cause; the
+// solar_open_grouped line with 5.25.0,
 // flops.py --cases solar_open_grouped appended: Solar Open's attention
 // (heads 24 wide, o_proj from 96), GLM-4.5's fp32 router, experts and
 // shared expert in every layer, every module equal but causal SDPA's causes;

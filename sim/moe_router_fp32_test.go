@@ -54,6 +54,9 @@ import (
 //   - solar_open-tiny.json (3 MoE layers), 5.25.0: 475,008 / 475,008,
 //     three routers (8 x 64) fp32 (sim/solar_open_test.go).
 //
+//   - exaone_moe-tiny.json (3 layers, 1 and 2 MoE), 5.25.0: 362,560 /
+//     362,560, two routers (8 x 64) fp32 (sim/exaone_moe_test.go).
+//
 // Without keepfp32 (cls(cfg).to(bfloat16), every parameter cast) the
 // first two count 2 B a parameter: 216,768 and 206,480.
 func TestMoERouterKeptFP32Bytes(t *testing.T) {
@@ -73,6 +76,7 @@ func TestMoERouterKeptFP32Bytes(t *testing.T) {
 		{"kimi_linear-tiny.json", "5.23.0", "bf16", 465_168, 465_168},
 		{"mistral4-tiny.json", "5.25.0", "bf16", 336_752, 336_752},
 		{"solar_open-tiny.json", "5.25.0", "bf16", 475_008, 475_008},
+		{"exaone_moe-tiny.json", "5.25.0", "bf16", 362_560, 362_560},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err != nil {

@@ -28,29 +28,18 @@ import (
 func buildExaone4(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
-	c.object("rope_scaling")
-	c.object("rope_parameters")
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
-	drop := c.prob("attention_dropout", 0)
-	window := c.sizeOr("sliding_window", 0) // null: no layer slides, every layer rotates
-	sliding := c.exaone4Sliding(layers, window > 0)
+	full, local, sliding := c.exaone4Attention(attn, layers, hidden, heads, kv, hd)
 	if c.err != nil {
 		return nil
-	}
-	full := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, Impl: attn, Causal: true,
-		Dropout: drop, Rope: true, SoftmaxFP32: true, QKNorm: true, RopeTables: "rotary_emb", EagerMask: true}
-	local := *full
-	local.Window = window
-	if window > 0 { // the global layers' NoPE
-		full.Rope, full.RopeTables = false, ""
 	}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
 	block := func(at *nn.Attention) core.Layer {
 		return seq(res(at, norm("post_attention_layernorm")),
 			res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))
 	}
-	blocks := slidingBlocks(sliding, block(full), block(&local))
+	blocks := slidingBlocks(sliding, block(full), block(local))
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -58,6 +47,24 @@ func buildExaone4(c *hfConfig, attn string, head hfHead) *core.Model {
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
 		stackBlocks("layers", blocks), norm("norm")}
 	return c.finish(head, ls, vocab, tie)
+}
+
+// exaone4Attention is Exaone4Attention (buildExaone4's doc) of the
+// global layers and of the sliding ones, and which layers slide.
+func (c *hfConfig) exaone4Attention(attn string, layers, hidden, heads, kv, hd int64) (full, local *nn.Attention, sliding []bool) {
+	c.object("rope_scaling")
+	c.object("rope_parameters")
+	drop := c.prob("attention_dropout", 0)
+	window := c.sizeOr("sliding_window", 0) // null: no layer slides, every layer rotates
+	sliding = c.exaone4Sliding(layers, window > 0)
+	full = &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, Impl: attn, Causal: true,
+		Dropout: drop, Rope: true, SoftmaxFP32: true, QKNorm: true, RopeTables: "rotary_emb", EagerMask: true}
+	l := *full
+	l.Window = window
+	if window > 0 { // the global layers' NoPE
+		full.Rope, full.RopeTables = false, ""
+	}
+	return full, &l, sliding
 }
 
 // slidingBlocks is each layer's block: slide where sliding says so, else

@@ -77,6 +77,11 @@ var hfFamilies = []hfFamily{
 	// exaone4: transformers 4.54 (EXAONE 4.0's config.json files were
 	// written by 4.54.0.dev0; exaone4.go).
 	{modelType: "exaone4", prefix: "Exaone4", base: "model", heads: decoderHeads, build: buildExaone4, since: [2]int{4, 54}},
+	// exaone_moe: LG's K-EXAONE-236B-A23B; EXAONE 4.0's attention before
+	// DeepSeek-V3's MoE (exaone_moe.go). The 5.1.0 wheel is the first with
+	// models/exaone_moe (5.0.0 has none); 5.1 and 5.2 route in the MoE
+	// block where 5.25 routes in ExaoneMoeTopkRouter, the same tensors.
+	{modelType: "exaone_moe", prefix: "ExaoneMoe", base: "model", heads: decoderHeads, build: buildExaoneMoe, since: [2]int{5, 1}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
 	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with

@@ -19,7 +19,8 @@ kimi_linear-tiny.json, 5.25.0 without flash-linear-attention: --cases kimi_linea
 Ling 3, bailing_hybrid-tiny.json, without flash-linear-attention: --cases bailing_hybrid_grouped, appended;
 LongCat-Flash, longcat-flash-tiny.json, 5.25.0: --cases longcat_flash_grouped, appended; Mistral 4,
 mistral4-tiny.json, 5.25.0: --cases mistral4_grouped, appended; Solar Open, solar_open-tiny.json, 5.25.0:
---cases solar_open_grouped, appended; Phi-3 and GLM-4 with their
+--cases solar_open_grouped, appended; K-EXAONE, exaone_moe-tiny.json, 5.25.0: --cases exaone_moe_grouped,
+appended; Phi-3 and GLM-4 with their
 one gate_up_proj, phi3-tiny.json and glm4-tiny.json, 5.25.0: --cases phi3,glm4, appended; AFMoE, afmoe-tiny.json,
 5.25.0: --cases afmoe_grouped, appended)
 on the CPU in fp32, runs
@@ -115,6 +116,7 @@ CASES = [
     ("mistral4_grouped", "mistral4-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("solar_open_grouped", "solar_open-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("afmoe_grouped", "afmoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("exaone_moe_grouped", "exaone_moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
