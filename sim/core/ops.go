@@ -164,6 +164,15 @@ func (b *Builder) LayerNorm(name string, x Value, dim int64, bias bool) Value {
 	if bias {
 		params = append(params, b.Param("bias", []int64{dim}, RoleNorm))
 	}
+	return b.layerNorm(x, params)
+}
+
+// WeightlessLayerNorm is F.layer_norm(x, (dim,), None, None) in the
+// current scope: no weight, no bias (OLMo's OlmoLayerNorm; the same
+// saves: x, mean and rstd).
+func (b *Builder) WeightlessLayerNorm(x Value) Value { return b.layerNorm(x, nil) }
+
+func (b *Builder) layerNorm(x Value, params []int32) Value {
 	xin := x
 	if b.Prec.Autocast {
 		xin = b.Cast(x, units.FP32, "autocast fp32 copy of layer_norm input")

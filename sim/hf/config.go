@@ -48,6 +48,11 @@ type hfFamily struct {
 	// "sdpa does not support softcapping", in the 5.21.0 to 5.25.0 wheels;
 	// True in 5.20.0).
 	sdpaUntil [2]int
+	// sdpaSince is the first release with an SDPA path ({0, 0}: every
+	// release modelled has one); before it attn="sdpa" runs eager as
+	// noFused's does: StableLM before 4.40 (the 4.38.0 and 4.39.3 wheels'
+	// modeling_stablelm.py has no StableLmSdpaAttention; 4.40.0's has).
+	sdpaSince [2]int
 	noFlash   bool // no flash-attention 2 path
 	// flashSince is the first release with a flash-attention 2 path
 	// ({0, 0}: every release modelled has one, or noFlash): BERT from 5.0,
@@ -359,7 +364,7 @@ func (f *hfFamily) attnImpl(attn, version string) (string, error) {
 		return "", &units.Error{Msg: fmt.Sprintf("transformers %s has no flash-attention path for model_type %q (from %s)", version, f.modelType, since),
 			Hint: fmt.Sprintf(`use attn="sdpa" or "eager", or transformers=%q or later`, since+".0")}
 	}
-	if attn == "sdpa" && (f.noFused || f.sdpaUntil != [2]int{} && atLeast(v, f.sdpaUntil)) {
+	if attn == "sdpa" && (f.noFused || f.sdpaUntil != [2]int{} && atLeast(v, f.sdpaUntil) || f.sdpaSince != [2]int{} && !atLeast(v, f.sdpaSince)) {
 		attn = "eager" // transformers' default load falls back to eager
 	}
 	return attn, nil

@@ -61,6 +61,13 @@ import (
 // drops the embeddings (embedding_dropout), o_proj's and c_proj's outputs
 // (residual_dropout) and the probabilities (attention_dropout).
 //
+// OLMo (model_type olmo: allenai/OLMo-1B-hf, OLMo-7B-hf; models/olmo at
+// 5.25.0) is Llama with attention_bias on q, k, v and o and OlmoLayerNorm
+// everywhere, a LayerNorm without weight or bias run in fp32
+// (nn.OlmoNorm); its rotary cos and sin stay fp32 (OlmoRotaryEmbedding
+// casts them to nothing: RopeTablesDType) and the rotated q and k are
+// cast back; clip_qkv's in-place clamps are refused.
+//
 // Helium (model_type helium: kyutai/helium-1-preview-2b, helium-1-2b;
 // models/helium at 5.25.0) is Llama with attention_bias on q, k and v
 // only, head_dim 128, its RMSNorm multiplying the fp32 rows by the
@@ -103,6 +110,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)
+	}
+	if v, ok := c.raw["clip_qkv"]; ok && v != nil && f.olmoNorm && c.err == nil {
+		c.fail("clip_qkv", "is not modelled (OlmoAttention's in-place clamps of q, k and v; got %s): OLMo-1B-hf and OLMo-7B-hf set null", describeJSON(v))
 	}
 	if f.helium && heads*hd != hidden && c.err == nil {
 		// HeliumAttention's o_proj is nn.Linear(hidden_size, hidden_size)
@@ -203,6 +213,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesDType, at.RopeTablesEachLayer = units.FP32, true
 	case "helium":
 		at.RopeTablesEachLayer = true
+	case "olmo": // OlmoRotaryEmbedding returns cos and sin in fp32
+		at.RopeTablesDType = units.FP32
 	case "minimax_m2":
 		at.RopeTablesDim, at.RopeCat = c.minimaxRotary(hd), true
 	}
@@ -212,6 +224,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			return &nn.Norm{Name: name, Dim: hidden, Bias: true}
 		case f.gemma > 0:
 			return &nn.GemmaNorm{Name: name, Dim: hidden}
+		case f.olmoNorm:
+			return &nn.OlmoNorm{Name: name, Dim: hidden}
 		case f.helium:
 			// HeliumRMSNorm: (weight.to(float32) * x32_normed).to(dtype),
 			// the weight's fp32 copy saved with the rows

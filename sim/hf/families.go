@@ -251,6 +251,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// olmo: OLMo-1B-hf, OLMo-7B-hf; 4.40.0 is the first wheel with
+	// models/olmo (4.39.3, 4.38.2, 4.38.0 and 4.37.2 have none). decoder.go.
+	{modelType: "olmo", prefix: "Olmo", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 40}},
 	// olmoe: its model page says "added to Hugging Face Transformers on
 	// 2024-09-03", after 4.44.2; 4.45.0 (2024-09-25) is the first release
 	// with models/olmoe. olmoe.go.
@@ -299,6 +302,11 @@ var hfFamilies = []hfFamily{
 	// smollm3: transformers 4.53 (the SmolLM3-3B card: "The modeling code
 	// for SmolLM3 is available in transformers v4.53.0"). smollm3.go.
 	{modelType: "smollm3", prefix: "SmolLM3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
+	// stablelm: StableLM 2 and StableLM-3B-4E1T; 4.38.0 is the first
+	// wheel with models/stablelm (4.37.2 has none; 4.38.0, 4.38.2, 4.39.3
+	// and 4.40.0 checked). 4.38 and 4.39 have no SDPA path (sdpaSince) and
+	// no use_parallel_residual (stablelm.go refuses it there). stablelm.go.
+	{modelType: "stablelm", prefix: "StableLm", base: "model", heads: decoderHeads, build: buildStableLM, since: [2]int{4, 38}, sdpaSince: [2]int{4, 40}},
 	// starcoder2: the 4.39.0 release (4.38.2 cannot load it,
 	// hiyouga/LlamaFactory#2762; vLLM dropped its own Starcoder2Config on
 	// moving to 4.39.0, vllm-project/vllm#3551). decoder.go.

@@ -286,6 +286,10 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 		return &units.Error{Msg: fmt.Sprintf("text_config's model_type \"ministral3\" needs transformers 5.0 or later (got transformers=%q)", version),
 			Hint: "transformers 5.0 first ships Ministral3ForCausalLM: pass transformers=\"5.0.0\" (or the release the model trains with)"}
 	}
+	if fam.modelType == "stablelm" && c.raw["use_parallel_residual"] == true && !atLeast(v, stableLMParallelSince) {
+		return &units.Error{Msg: fmt.Sprintf("config key \"use_parallel_residual\" needs transformers 4.40 or later for model_type \"stablelm\" (got transformers=%q)", version),
+			Hint: "transformers 4.38 and 4.39 ignore it and build every layer sequential with a post_attention_layernorm the checkpoint does not hold: pass transformers=\"4.40.0\" or later"}
+	}
 	if fam.modelType == "lfm2_vl" && !v5 && slices.ContainsFunc(m.Layers, hasMoE) { // models/lfm2_moe: first in the 5.0.0 wheel (families.go)
 		return &units.Error{Msg: fmt.Sprintf("text_config's model_type \"lfm2_moe\" needs transformers 5.0 or later (got transformers=%q)", version),
 			Hint: "transformers 5.0 first ships Lfm2MoeModel: pass transformers=\"5.0.0\" (or the release the model trains with)"}
@@ -544,3 +548,8 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 	}
 	return rebuilt
 }
+
+// stableLMParallelSince is the first release whose StableLmDecoderLayer
+// reads use_parallel_residual: the 4.40.0 wheel's configuration_stablelm.py
+// has it, 4.38.0's and 4.39.3's have not (their layers are sequential).
+var stableLMParallelSince = [2]int{4, 40}

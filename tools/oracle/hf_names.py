@@ -104,6 +104,7 @@ CASES = [
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
+    ("olmo-tiny.json", "", ("OlmoForCausalLM",)),
     ("olmo2-tiny.json", "", ("Olmo2ForCausalLM",)),
     ("olmo3-tiny-full.json", "", ("Olmo3ForCausalLM",)),
     ("olmo_hybrid-tiny.json", "", ("OlmoHybridForCausalLM",)),
@@ -128,6 +129,8 @@ CASES = [
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
     ("solar_open-tiny.json", "", ("SolarOpenForCausalLM",)),
     ("smolvlm-tiny.json", "", ("SmolVLMForConditionalGeneration",)),
+    ("stablelm-tiny.json", "", ("StableLmForCausalLM",)),
+    ("stablelm-tiny-parallel.json", "", ("StableLmForCausalLM",)),
     ("starcoder2-tiny.json", "", ("Starcoder2ForCausalLM",)),
     ("starcoder2-tiny-dropout.json", "", ("Starcoder2ForCausalLM",)),
 ]
