@@ -115,9 +115,18 @@ func TestPrecision(t *testing.T) {
 		{expr: `precision("bf16").optimizer_states`, want: "bf16"},
 		{expr: `precision("megatron").master`, want: "fp32"},
 		{expr: `precision("fp32").master`, want: "None"},
-		// Megatron's --bf16: bf16 params, fp32 main grads, fp32 master and states.
+		// Megatron's --bf16 dtypes without its runtime: bf16 params, fp32
+		// main grads, fp32 master and states on PyTorch's eager kernels.
 		{expr: `precision(params = bf16, grads = fp32, master = fp32)`,
 			want: "precision(params=bf16, compute=bf16, grads=fp32, master=fp32, optimizer_states=fp32)"},
+		{expr: `precision(params = bf16, grads = fp32, master = fp32).megatron`, want: "False"},
+		{expr: `precision("megatron").megatron`, want: "True"},
+		// Megatron's runtime under other dtypes (--grad-reduce-in-bf16,
+		// --fp16): printed so that it reads back as the same policy.
+		{expr: `precision("megatron", grads = bf16)`,
+			want: `precision("megatron", params=bf16, compute=bf16, grads=bf16, master=fp32, optimizer_states=fp32)`},
+		{expr: `precision("megatron", params = "fp16", compute = "fp16").megatron`, want: "True"},
+		{expr: `precision("megatron", params = fp16, compute = fp16, grads = fp32, master = fp32, optimizer_states = fp32) == precision("megatron", params = "fp16", compute = "fp16")`, want: "True"},
 		{expr: `precision(params = "fp16")`, want: "precision(params=fp16, compute=fp16, grads=fp16, optimizer_states=fp16)"},
 		{expr: `precision("bf16-mixed", optimizer_states = bf16)`,
 			want: "precision(params=fp32, compute=bf16, grads=fp32, optimizer_states=bf16, autocast=True)"},

@@ -131,16 +131,20 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("seq-length", "Megatron requires it: --seq-length 4096", "missing")
 	}
 	p.set("seq", num(seq))
+	megatron, err := megatronPrecision(t, p)
+	if err != nil {
+		return nil, err
+	}
 	noMask, err := t.boolean("no-create-attention-mask-in-dataloader", false)
 	if err != nil {
 		return nil, err
 	}
-	if !noMask { // Megatron's default; precision(...) plans load no Megatron batch (sim/core/megatron_batch.go)
-		t.notModelled = append(t.notModelled, fmt.Sprintf("the dataloader's attention mask (create_attention_mask_in_dataloader, Megatron's default): a [%d, 1, %d, %d] bool on the first and last stages with each micro-batch, %s; pass --no-create-attention-mask-in-dataloader as most recipes do, or write the plan with precision=\"megatron\", which loads it (train(dataloader_mask=))",
-			micro, seq, seq, fmt.Sprintf("%.0f MiB", float64(micro*seq*seq)/(1<<20))))
-	}
-	if err := megatronPrecision(t, p); err != nil {
-		return nil, err
+	switch {
+	case megatron && noMask: // most recipes' flag; Megatron's default loads it (sim/core/megatron_batch.go)
+		p.set("dataloader_mask", boolean(false))
+	case !megatron && !noMask:
+		t.notModelled = append(t.notModelled, fmt.Sprintf("the dataloader's attention mask (create_attention_mask_in_dataloader, Megatron's default): a [%d, 1, %d, %d] bool on the first and last stages with each micro-batch, %.0f MiB",
+			micro, seq, seq, float64(micro*seq*seq)/(1<<20)))
 	}
 	opt, err := t.str("optimizer", "adam")
 	if err != nil {
@@ -158,7 +162,7 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	p.set("gpu", str(o.GPU))
-	return p, megatronLayout(t, o, p, tp, micro)
+	return p, megatronLayout(t, o, p, tp, micro, megatron)
 }
 
 // megatronModel writes mcore's GPT model from the flags.
@@ -325,35 +329,39 @@ func megatronAttention(t *tree) (string, error) {
 
 // megatronPrecision is Megatron's mixed precision: 16-bit parameters,
 // fp32 main gradients (unless --grad-reduce-in-bf16) and master weights.
-func megatronPrecision(t *tree, p *plan) error {
+// It reports whether the plan runs as Megatron-LM (core.Precision.Megatron).
+func megatronPrecision(t *tree, p *plan) (bool, error) {
 	bf16, err := t.boolean("bf16", false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	fp16, err := t.boolean("fp16", false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	gradBF16, err := t.boolean("grad-reduce-in-bf16", false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	t.get("accumulate-allreduce-grads-in-fp32")
-	grads := "fp32"
-	if gradBF16 {
-		grads = "bf16"
-	}
+	// The "megatron" policy (bf16 params, fp32 main grads and master
+	// weights) runs the plan as Megatron-LM does: its kernels, batch and
+	// buffers (core.Precision.Megatron); other dtypes change that policy.
 	switch {
 	case bf16 && fp16:
-		return t.errorf("bf16", "Megatron refuses both: keep one", "and --fp16 are both given")
+		return false, t.errorf("bf16", "Megatron refuses both: keep one", "and --fp16 are both given")
+	case bf16 && gradBF16:
+		p.set("precision", call("precision", str("megatron"), kw("grads", str("bf16"))))
 	case bf16:
-		p.set("precision", call("precision", kw("params", str("bf16")), kw("grads", str(grads)), kw("master", str("fp32"))))
+		p.set("precision", str("megatron"))
 	case fp16:
-		p.set("precision", call("precision", kw("params", str("fp16")), kw("grads", str("fp32")), kw("master", str("fp32"))))
-	default:
+		p.set("precision", call("precision", str("megatron"), kw("params", str("fp16")), kw("compute", str("fp16"))))
+	default: // fp32 weights with no master copy: precision("megatron") cannot drop its master
 		p.set("precision", str("fp32"))
+		t.notModelled = append(t.notModelled, "Megatron-LM in fp32 (neither --bf16 nor --fp16): replayed with PyTorch's eager kernels, not Transformer Engine's fused ones, and without Megatron's batch")
+		return false, megatronFP8(t, p)
 	}
-	return megatronFP8(t, p)
+	return true, megatronFP8(t, p)
 }
 
 // megatronRecompute is --recompute-granularity (or --recompute-activations,
@@ -425,7 +433,7 @@ func megatronRecompute(t *tree, p *plan) error {
 
 // megatronLayout is tp x pp x cp model parallelism and data parallelism
 // over the rest of the job's GPUs; the global batch sets the micro-batches.
-func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
+func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool) error {
 	pp, err := t.integer("pipeline-model-parallel-size", 1, 1, 1<<20)
 	if err != nil {
 		return err
@@ -469,8 +477,12 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 	if err != nil {
 		return err
 	}
-	if !distOpt && !overlapGrads && gpus > 1 {
-		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)")
+	// Megatron's DDP without the distributed optimizer is replayed only
+	// under Megatron's runtime (megatronPrecision): in fp32 the reduction
+	// is PyTorch DDP's, overlapped.
+	ddpAfterBackward := !distOpt && !overlapGrads && dp > 1
+	if ddpAfterBackward && !megatron {
+		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them in fp32 (parallel(overlap_grad_reduce=False) needs precision=\"megatron\" or the distributed optimizer)")
 	}
 	lossParallel, err := megatronLossParallel(t, tp)
 	if err != nil {
@@ -537,6 +549,9 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 		}
 	} else {
 		t.get("cp-comm-type") // no effect without context parallelism
+	}
+	if ddpAfterBackward && megatron {
+		args = append(args, kw("overlap_grad_reduce", "False"))
 	}
 	if distOpt {
 		args = append(args, kw("distributed_optimizer", "True"))

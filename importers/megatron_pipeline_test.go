@@ -12,7 +12,7 @@ import (
 // micro-batches of 1 per pipeline).
 func TestMegatronPipeline(t *testing.T) {
 	const script = "megatron/train_llama3_8b_h100_fp8.sh"
-	head := llama3Model + `plan = train(gpt, batch = 1, seq = 8192, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+	head := llama3Model + `plan = train(gpt, batch = 1, seq = 8192, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
              parallel = parallel(dp = 2, `
 	tail := `, distributed_optimizer = True))`
@@ -84,7 +84,7 @@ func TestMegatronPipeline(t *testing.T) {
 			"tp-comm-overlap: Transformer Engine's userbuffers overlapping the tensor-parallel collectives with the GEMMs",
 			"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 		},
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
@@ -95,7 +95,7 @@ func TestMegatronPipeline(t *testing.T) {
 		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"context-parallel-size=2", "cp-comm-type=a2a"}},
 		notModelled: llama3NotModelled,
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
              parallel = parallel(dp = 4, cp = 2, cp_mode = "ulysses", distributed_optimizer = True))`,
 	}, {
@@ -108,7 +108,7 @@ func TestMegatronPipeline(t *testing.T) {
 			"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 			"cp-comm-type: allgather (Transformer Engine's all-gather attention; memsh replays the ring)",
 		},
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
              parallel = parallel(dp = 4, cp = 2, distributed_optimizer = True))`,
 	}})

@@ -33,11 +33,7 @@ func TestMegatron(t *testing.T) {
 		file: "megatron/train_gpt3_175b_distributed.sh",
 		step: megatronStep(1536, 2048),
 		opts: Options{GPUs: 8, Nodes: 16},
-		// No --overlap-grad-reduce, no distributed optimizer: Megatron's
-		// DDP reduces after the backward, which memsh cannot write here.
-		notModelled: []string{
-			"the dataloader's attention mask (create_attention_mask_in_dataloader, Megatron's default): a [1, 1, 2048, 2048] bool on the first and last stages with each micro-batch, 4 MiB; pass --no-create-attention-mask-in-dataloader as most recipes do, or write the plan with precision=\"megatron\", which loads it (train(dataloader_mask=))",
-			"no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)"},
+		// Data parallelism of one: no gradient reduction to overlap.
 		hand: `layer = sequential(
     residual(sequential(layernorm(12288, name = "input_layernorm"),
                         attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),
@@ -45,15 +41,29 @@ func TestMegatron(t *testing.T) {
 )
 gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(2048, 12288, max_seq = 2048, name = "position_embeddings"),
             repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
-plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", grads = "fp32", master = "fp32"), optimizer = "adamw",
+plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", params = "fp16", compute = "fp16"), optimizer = "adamw",
              gpu = "H100-80GB", parallel = parallel(dp = 1, tp = 8, pp = 16, micro_batches = 1536), cluster = cluster(nodes = 16, gpus_per_node = 8))`,
+	}, {
+		name: "GPT-3 175B on 256 GPUs: dp 2, Megatron's DDP reducing after the backward (no --overlap-grad-reduce)",
+		file: "megatron/train_gpt3_175b_distributed.sh",
+		step: megatronStep(1536, 2048),
+		opts: Options{GPUs: 8, Nodes: 32},
+		hand: `layer = sequential(
+    residual(sequential(layernorm(12288, name = "input_layernorm"),
+                        attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),
+    residual(sequential(layernorm(12288, name = "pre_mlp_layernorm"), mlp(12288, 4 * 12288, act = "gelu", bias = True, name = "mlp"))),
+)
+gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(2048, 12288, max_seq = 2048, name = "position_embeddings"),
+            repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
+plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", params = "fp16", compute = "fp16"), optimizer = "adamw",
+             gpu = "H100-80GB", parallel = parallel(dp = 2, tp = 8, pp = 16, micro_batches = 768, overlap_grad_reduce = False), cluster = cluster(nodes = 32, gpus_per_node = 8))`,
 	}, {
 		name:        "Llama 3 8B on 8 H100s: bf16 with bf16 gradient reduction, distributed optimizer, Transformer Engine fp8",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		// Without --overlap-*, Megatron reduces the gradients after the
@@ -63,7 +73,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
 		notModelled: llama3NotModelled,
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
 	}, {
 		// Megatron-Bridge's MXFP8 recipe (bf16_with_mxfp8_mixed): fp8
@@ -73,7 +83,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8", "reuse-grad-buf-for-mxfp8-param-ag=true"}},
 		notModelled: llama3NotModelled,
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-mxfp8", fp8_param_gather = True, optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with MXFP8 parameters without the shared buffer",
@@ -81,7 +91,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8"}},
 		notModelled: append([]string{"fp8-param-gather: MXFP8 parameters without --reuse-grad-buf-for-mxfp8-param-ag (a bf16 param buffer of their own)"}, llama3NotModelled...),
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with blockwise scaling: its fp8 parameters are listed",
@@ -89,7 +99,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"fp8-recipe=blockwise"}},
 		notModelled: append([]string{"fp8-param-gather: fp8 parameters with the blockwise recipe (docs/float8.md)"}, llama3NotModelled...),
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-blockwise", optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
@@ -97,7 +107,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		step:        megatronStep(64, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
 		notModelled: llama3NotModelled[1:], // at tp 2 the fused loss is Megatron's vocabulary-parallel one
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
@@ -106,7 +116,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		step:        megatronStep(64, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64", "cross-entropy-fusion-impl=te"}},
 		notModelled: llama3NotModelled[1:],
-		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "te", distributed_optimizer = True))`,
 	}})

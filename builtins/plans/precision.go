@@ -42,6 +42,9 @@ func (x Precision) Label() string {
 		return x.p.Name
 	}
 	s := fmt.Sprintf("params %s, compute %s, grads %s", x.p.Params, x.p.Compute, x.p.Grads)
+	if x.p.Megatron {
+		s = "megatron, " + s
+	}
 	if x.p.Master != units.InvalidDType {
 		s += ", master " + x.p.Master.Name()
 	}
@@ -57,7 +60,11 @@ func (x Precision) String() string {
 		return fmt.Sprintf("precision(%q)", x.p.Name)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "precision(params=%s, compute=%s, grads=%s", x.p.Params, x.p.Compute, x.p.Grads)
+	b.WriteString("precision(")
+	if x.p.Megatron { // the policy the dtypes change, which keeps its runtime
+		b.WriteString(`"megatron", `)
+	}
+	fmt.Fprintf(&b, "params=%s, compute=%s, grads=%s", x.p.Params, x.p.Compute, x.p.Grads)
 	if x.p.Master != units.InvalidDType {
 		fmt.Fprintf(&b, ", master=%s", x.p.Master)
 	}
@@ -82,7 +89,7 @@ func (x Precision) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bo
 	return false, fmt.Errorf("%s not supported for precision policies", op)
 }
 
-var precisionAttrNames = []string{"autocast", "compute", "grads", "master", "name", "norms", "optimizer_states", "params"}
+var precisionAttrNames = []string{"autocast", "compute", "grads", "master", "megatron", "name", "norms", "optimizer_states", "params"}
 
 func (x Precision) AttrNames() []string { return precisionAttrNames }
 
@@ -105,6 +112,8 @@ func (x Precision) Attr(name string) (starlark.Value, error) {
 		return host.NewDType(x.p.States), nil
 	case "autocast":
 		return starlark.Bool(x.p.Autocast), nil
+	case "megatron":
+		return starlark.Bool(x.p.Megatron), nil
 	case "norms":
 		return host.NewDType(x.p.NormDType()), nil
 	}
@@ -147,7 +156,11 @@ func PrecisionBuiltins() []host.Builtin {
 			"QLoRA through TRL's SFTTrainer keeps the norms in fp32 (peft's prepare_model_for_kbit_training " +
 			"upcasts the non-quantized weights; peft_module_casting_to_bf16 casts embeddings and lm_head back, not the norms): " +
 			"precision(params=bf16, autocast=True, norms=fp32), under which each norm's output and what follows it is fp32.\n\n" +
-			"Megatron-LM's --bf16 is precision(params=bf16, grads=fp32, master=fp32) (18 bytes/param with Adam).",
+			"Megatron-LM's --bf16 is precision(\"megatron\") (bf16 params, fp32 main grads and master weights: 18 bytes/param with Adam) " +
+			"and the plan runs as Megatron-LM runs it (Transformer Engine's fused norms, Megatron's fused SwiGLU and rope, its batch, main-grad " +
+			"buffers and overlapped tensor-parallel communication); changed dtypes keep that: --grad-reduce-in-bf16 is " +
+			"precision(\"megatron\", grads=\"bf16\"), --fp16 precision(\"megatron\", params=\"fp16\", compute=\"fp16\"). " +
+			"precision(params=bf16, grads=fp32, master=fp32) has the same dtypes run by PyTorch's eager kernels.",
 		Fn: precisionFn,
 	}}
 }

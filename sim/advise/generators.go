@@ -270,7 +270,7 @@ func shardingChanges(p *core.Plan, ask Ask) []Change {
 			with(func(q *core.Parallelism) { q.DPReplicate = 0 })
 		}
 	case par.DistributedOptimizer:
-	case p.Precision.Name == "megatron" && par.Zero == 0:
+	case p.Precision.Megatron && par.Zero == 0:
 		with(func(q *core.Parallelism) { q.DistributedOptimizer = true })
 	default:
 		for z := par.Zero + 1; z <= 3; z++ {

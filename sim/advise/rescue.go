@@ -128,7 +128,7 @@ func sharded(p *core.Plan) (core.Parallelism, string) {
 		return par, fmt.Sprintf("zero=%d", n.Zero)
 	case n.DistributedOptimizer:
 		return par, "distributed_optimizer"
-	case p.Precision.Name == "megatron":
+	case p.Precision.Megatron:
 		par.DistributedOptimizer = true
 		return par, "distributed_optimizer"
 	}

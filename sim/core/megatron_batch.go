@@ -87,7 +87,7 @@ func (p *Plan) validateDataloaderMask() error {
 	switch {
 	case p.DataloaderMask != "" && p.DataloaderMask != DataloaderMaskOn && p.DataloaderMask != DataloaderMaskOff:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("dataloader_mask must be True, False or None (got %q)", p.DataloaderMask)}
-	case p.DataloaderMask != "" && p.Precision.Name != "megatron":
+	case p.DataloaderMask != "" && !p.Precision.Megatron:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("dataloader_mask is Megatron-LM's dataloader's [batch, 1, seq, seq] attention mask; it applies under precision=\"megatron\" (got %q)", p.Precision.Name),
 			Hint: "drop dataloader_mask; a Hugging Face collator's attention_mask is attention_mask="}
 	case p.DataloaderMask == DataloaderMaskOn && p.TokensPerBatch > 0:
@@ -101,7 +101,7 @@ func (p *Plan) validateDataloaderMask() error {
 // attention mask: Megatron's default under precision "megatron" without
 // packed rows, unless the plan says.
 func (p *Plan) megatronMask() bool {
-	if p.Precision.Name != "megatron" || p.TokensPerBatch > 0 {
+	if !p.Precision.Megatron || p.TokensPerBatch > 0 {
 		return false
 	}
 	return p.DataloaderMask != DataloaderMaskOff

@@ -27,7 +27,7 @@ package core
 
 // MegatronKernels reports whether the plan runs Megatron-Core's fused
 // norms and gated activations.
-func (b *Builder) MegatronKernels() bool { return b.Prec.Name == "megatron" }
+func (b *Builder) MegatronKernels() bool { return b.Prec.Megatron }
 
 // FusedGLU lowers Megatron's fused SwiGLU (act "silu") or GeGLU (act
 // "gelu"): act(gate) * up in one kernel that saves gate and up, the

@@ -99,32 +99,32 @@ func (p *Plan) validateParallel() error {
 	if err := p.validateAsyncTP(); err != nil { // async_tp.go
 		return err
 	}
-	if par.TPCommOverlap && p.Precision.Name != "megatron" {
+	if par.TPCommOverlap && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core",
 			Hint: `use precision="megatron"`}
 	}
-	if par.SharedExpertOverlap && p.Precision.Name != "megatron" {
+	if par.SharedExpertOverlap && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "shared_expert_overlap=True is Megatron-Core's --moe-shared-expert-overlap (the shared expert beside the token dispatcher)", Hint: `use precision="megatron"`}
 	}
-	if par.UnpermuteProbs && p.Precision.Name != "megatron" {
+	if par.UnpermuteProbs && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "unpermute_probs=True is Megatron-Core 0.12's grouped experts (the routing weights applied in the unpermute)", Hint: `use precision="megatron"`}
 	}
-	if par.RouterDType != units.InvalidDType && p.Precision.Name != "megatron" {
+	if par.RouterDType != units.InvalidDType && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "router_dtype= is Megatron-Core's --moe-router-dtype (its TopKRouter's gating dtype)", Hint: `use precision="megatron"`}
 	}
 	if d := par.RouterDType; d != units.InvalidDType && d != units.FP32 && d != units.FP64 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("router_dtype must be \"fp32\" or \"fp64\" (got %q), as Megatron's --moe-router-dtype", d.Name()), Hint: "None (the default) runs the router in its input's dtype"}
 	}
-	if par.LossDPGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
+	if par.LossDPGroup && (!par.DistributedOptimizer && !p.Precision.Megatron || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "loss_dp_group=True is Megatron's DATA_PARALLEL_GROUP, over which its loss is all-reduced", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}
 	}
-	if (par.LossParallel == MegatronFusedCE || par.LossParallel == TEParallelCE) && (par.TP < 2 && p.Precision.Name != "megatron" || !par.Active()) {
+	if (par.LossParallel == MegatronFusedCE || par.LossParallel == TEParallelCE) && (par.TP < 2 && !p.Precision.Megatron || !par.Active()) {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("loss_parallel=%q is Megatron's vocabulary-parallel cross-entropy under --cross-entropy-loss-fusion", par.LossParallel), Hint: `use it in a Megatron layout: tp > 1, or precision="megatron" with dp, pp, ep or distributed_optimizer=True`}
 	}
-	if par.GradNormGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
+	if par.GradNormGroup && (!par.DistributedOptimizer && !p.Precision.Megatron || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "grad_norm_group=True is the group Megatron's distributed optimizer all-reduces its gradient norm over (Megatron-Core 0.14 and later)", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}
 	}
-	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && !par.DistributedOptimizer && p.Precision.Name != "megatron" {
+	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && !par.DistributedOptimizer && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags", Hint: `use distributed_optimizer=True or precision="megatron" (PyTorch DDP always overlaps its reduction)`}
 	}
 	if par.Schedule == "interleaved" {

@@ -23,6 +23,14 @@ type Precision struct {
 	// output, and what follows it, to fp32. Their storage is counted in
 	// the params dtype (a few MB).
 	Norms units.DType
+	// Megatron is true when Megatron-LM (Megatron-Core with Transformer
+	// Engine) runs the step, whatever its dtypes: its fused kernels
+	// (megatron_kernels.go), its batch (megatron_batch.go), its
+	// main-gradient buffers and distributed optimizer, its overlapped
+	// tensor-parallel communication. The "megatron" policy sets it, and
+	// keeps it under changed dtypes (precision("megatron", grads="bf16"):
+	// --grad-reduce-in-bf16; params="fp16", compute="fp16": --fp16).
+	Megatron bool
 }
 
 // NormDType is the dtype of RMSNorm weights.
@@ -44,7 +52,8 @@ func (p Precision) NormDType() units.DType {
 //   - bf16 / fp16 (pure, Lightning "bf16-true"): weights, grads and state in bf16.
 //   - megatron: bf16 params and activations, fp32 main grads, fp32 master
 //     weights, fp32 Adam state (Megatron-LM --bf16, 18 bytes/param with the
-//     distributed optimizer, Megatron-LM issue #654).
+//     distributed optimizer, Megatron-LM issue #654), run by Megatron-LM
+//     (Precision.Megatron).
 //   - fp16-master: fp16 params and grads, fp32 master and moments: the
 //     ZeRO paper's mixed-precision Adam (2+2+12 bytes/param).
 func Precisions() []Precision {
@@ -54,7 +63,7 @@ func Precisions() []Precision {
 		{Name: "fp16-mixed", Params: units.FP32, Compute: units.FP16, Grads: units.FP32, States: units.FP32, Autocast: true},
 		{Name: "bf16", Params: units.BF16, Compute: units.BF16, Grads: units.BF16, States: units.BF16},
 		{Name: "fp16", Params: units.FP16, Compute: units.FP16, Grads: units.FP16, States: units.FP16},
-		{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.FP32, Master: units.FP32, States: units.FP32},
+		{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.FP32, Master: units.FP32, States: units.FP32, Megatron: true},
 		{Name: "fp16-master", Params: units.FP16, Compute: units.FP16, Grads: units.FP16, Master: units.FP32, States: units.FP32},
 	}
 }

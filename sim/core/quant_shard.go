@@ -111,7 +111,7 @@ func (p *Plan) validateQuantSharding(par Parallelism) error {
 			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant_storage must be a float dtype (got %s)", st)}
 		}
 	}
-	if par.DistributedOptimizer || p.Precision.Name == "megatron" && par.DP > 1 {
+	if par.DistributedOptimizer || p.Precision.Megatron && par.DP > 1 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated with Megatron's data parallelism", q),
 			Hint: "QLoRA shards with FSDP (fsdp=1 for bitsandbytes, fsdp=True for quant=\"torchao-nf4\") or DeepSpeed ZeRO"}
 	}

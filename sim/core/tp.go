@@ -100,7 +100,7 @@ func (p *Plan) configureLowering(b *Builder) {
 		UnpermuteProbs: par.UnpermuteProbs, SharedExpertOverlap: par.SharedExpertOverlap, RouterDType: par.RouterDType,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
-		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",
+		megatronCE: par.TP > 1 || p.Precision.Megatron,
 		torchCE:    par.TP > 1 && par.LossParallel == "torch",
 		torchTP:    par.TP > 1 && par.TPRuntime == "torch",
 		asyncTP:    par.AsyncTP && par.TP > 1}

@@ -145,7 +145,7 @@ func gradlessParams(p *core.Program) []bool {
 // parameters, each with a gradient when any of its parameters has one:
 // fsdp1_idle.go.
 func (r *Replay) stateless(pi int) bool {
-	return r.gradless[pi] && r.Plan.Precision.Name != "megatron"
+	return r.gradless[pi] && !r.Plan.Precision.Megatron
 }
 
 // stepped reports whether the optimizer's step() holds state for

@@ -124,7 +124,7 @@ import "github.com/memsh/memsh/sim/core"
 // ZeRO (replay/sharding.go's DistMegatron).
 func megatronLayout(p *core.Plan) bool {
 	par := p.Parallel
-	return !par.FSDP && par.Zero == 0 && (par.DistributedOptimizer || p.Precision.Name == "megatron")
+	return !par.FSDP && par.Zero == 0 && (par.DistributedOptimizer || p.Precision.Megatron)
 }
 
 // megatronGroups adds Megatron's communicators (above) through add(name,

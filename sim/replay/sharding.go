@@ -203,7 +203,7 @@ func ModeOf(plan *core.Plan) DistMode {
 		return DistFSDP
 	case par.Zero > 0:
 		return DistZeRO
-	case par.DistributedOptimizer || plan.Precision.Name == "megatron":
+	case par.DistributedOptimizer || plan.Precision.Megatron:
 		return DistMegatron
 	case par.DP > 1:
 		return DistDDP

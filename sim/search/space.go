@@ -271,7 +271,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	}
 	if sp.Sharding == nil {
 		sp.Sharding = []string{"ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"}
-		if base.Precision.Name == "megatron" {
+		if base.Precision.Megatron {
 			sp.Sharding = []string{"megatron", "distopt"}
 		}
 	}

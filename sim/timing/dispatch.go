@@ -63,7 +63,7 @@ func DispatchOf(p *core.Plan) Dispatch {
 			return Dispatch(i)
 		}
 	}
-	if p.Precision.Name == "megatron" {
+	if p.Precision.Megatron {
 		return DispatchFused
 	}
 	if p.Compile.CUDAGraphs() { // compile_mode="reduce-overhead": the graphs replayed

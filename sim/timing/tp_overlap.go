@@ -60,14 +60,14 @@ import "github.com/memsh/memsh/sim/core"
 // tensor-parallel backward communication.
 func asyncTP(p *core.Plan) bool {
 	par := p.Parallel
-	return p.Precision.Name == "megatron" && par.TP > 1 && par.TPRuntime != "torch" && !par.SyncTPComm
+	return p.Precision.Megatron && par.TP > 1 && par.TPRuntime != "torch" && !par.SyncTPComm
 }
 
 // ubTP reports whether plan p overlaps its sequence-parallel collectives
 // with Transformer Engine's userbuffers (parallel(tp_comm_overlap=True)).
 func ubTP(p *core.Plan) bool {
 	par := p.Parallel
-	return p.Precision.Name == "megatron" && par.TP > 1 && par.SequenceParallel && par.TPCommOverlap && par.TPRuntime != "torch"
+	return p.Precision.Megatron && par.TP > 1 && par.SequenceParallel && par.TPCommOverlap && par.TPRuntime != "torch"
 }
 
 // SumCommOf is SumComm over a priced program's collectives: each
