@@ -131,7 +131,7 @@ func bridgeQwen3(t *testing.T) (*core.Model, core.Precision, hw.Device, core.Run
 	}
 	rt, _ := core.LookupRuntime("cuda")
 	prec := core.Precision{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.BF16,
-		Master: units.FP32, States: units.FP32}
+		Master: units.FP32, States: units.FP32, Megatron: true} // precision("megatron", grads="bf16")
 	m, err := hf.FromConfigOptions(readHF(t, "qwen3-30b-a3b.json"), hf.Options{Attn: "flash", Transformers: megatronTransformers})
 	if err != nil {
 		t.Fatal(err)
