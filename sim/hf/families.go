@@ -41,6 +41,14 @@ var hfFamilies = []hfFamily{
 	// 4.48.0.dev0; its model page: "added to Hugging Face Transformers on
 	// 2024-12-13", after 4.47.0). cohere2.go.
 	{modelType: "cohere2", prefix: "Cohere2", base: "model", heads: decoderHeads, build: buildCohere2, since: [2]int{4, 48}},
+	// dbrx: Databricks' DBRX (dbrx.go). models/dbrx is in every release
+	// from 4.40.0, but 4.x runs its own attention classes and experts
+	// loop, and the 5.0.0 to 5.12.0 wheels' DbrxExperts reshape the
+	// tokens by ffn_hidden_size and multiply by w1 untransposed (it runs
+	// only where ffn_hidden_size equals d_model); the 5.15.0 wheel is the
+	// first read that runs 5.25.0's experts (5.13 and 5.14 not read).
+	{modelType: "dbrx", prefix: "Dbrx", base: "transformer", heads: decoderHeads, build: buildDbrx, since: [2]int{5, 15},
+		sinceWhy: "4.40 to 4.57 run DBRX's own attention classes and experts loop, and 5.0 to 5.12 reshape the experts' tokens by ffn_hidden_size (they run only where it equals d_model)"},
 	// deberta-v2: DeBERTa-v3 (deberta.go); eager only
 	// (DebertaV2PreTrainedModel has no SDPA or flash path). The 4.53.0
 	// wheel's modeling_deberta_v2.py runs the forward 5.25.0 runs (read:

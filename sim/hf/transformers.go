@@ -301,6 +301,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	if fam.modelType == "nemotron_h" {
 		setNemotronNorms(m.Layers, atLeast(v, nemotronNormSince))
 	}
+	if fam.modelType == "dbrx" {
+		setDbrxSentinels(m.Layers, atLeast(v, sentinelsEPSince))
+	}
 	useLoss(m, fam.modelType, v)
 	setEmbedScaleBuffer(m, fam.modelType, v)
 	setGDN(m.Layers, v)

@@ -50,7 +50,13 @@ type Attention struct {
 	// Falcon, on the shared attention interface). Without it a fused
 	// projection's k and v reach the kernel as views of its output with
 	// their own heads (GPT-2, GPT-NeoX, BLOOM, 4.x's Falcon).
-	RepeatKV    bool
+	RepeatKV bool
+	// ClampQKV: the fused qkv projection's output is clamped to
+	// [-clip_qkv, clip_qkv] out of place before the split (DbrxAttention:
+	// qkv_states.clamp(min=-clip_qkv, max=clip_qkv), modeling_dbrx.py at
+	// 5.25.0): the clamp keeps its input, one more [tokens, (heads + 2 kv
+	// heads) x head_dim] tensor, and q, k and v are views of its output.
+	ClampQKV    bool
 	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
 	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
@@ -371,6 +377,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	case a.FusedQKV:
 		qkv := b.ColLinear(nameOr(a.QKVName, "qkv"), core.RoleQKV, x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
+		if a.ClampQKV {
+			qkv = b.Unary("clamp", qkv, true, false)
+		}
 		q, k, v = qkv, qkv, qkv // views of one storage
 	default:
 		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)

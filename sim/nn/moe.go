@@ -230,6 +230,15 @@ type MoE struct {
 	// router.classifier weight applied in fp32 over Experts + ZeroExperts,
 	// softmax, the correction bias for the top-k, routed_scaling_factor.
 	ClassifierRouter bool
+	// GLUParams stores the experts as DBRX's DbrxExpertGLU does: three
+	// 2-D parameters mlp.w1 (gate), mlp.v1 (up) and mlp.w2 (down), each
+	// [experts x hidden, dim], expert e's rows a view, gate and up two
+	// GEMMs (moe_dbrx.go). The fused_loop impl runs them.
+	GLUParams bool
+	// Jitter multiplies the block's input in place by uniform noise in
+	// training before the router reads it (DbrxRouter's moe_jitter_eps;
+	// moe_dbrx.go): the noise is saved, one more [tokens, dim] tensor.
+	Jitter bool
 }
 
 // MoE implementations and routers.
@@ -393,6 +402,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}
 	var identity core.Value = core.NoValue
+	if m.Jitter {
+		x = m.jitter(b, x)
+	}
 	r := m.route(b, x)
 	if m.ZeroExperts > 0 {
 		r, identity = m.zeroExperts(b, x, r)
@@ -484,6 +496,9 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 
 // projNames are the expert projections' module names: gate, up, down.
 func (m *MoE) projNames() (gate, up, down string) {
+	if m.GLUParams {
+		return "w1", "v1", "w2"
+	}
 	if m.WNames {
 		return "w1", "w3", "w2"
 	}

@@ -70,6 +70,7 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 // [experts, out, in] per projection, gate and up fused into one tensor.
 type fusedWeights struct {
 	gateUp, down         int32
+	up                   int32 // GLUParams' v1, -1 when gate and up are one tensor
 	gateUpBias, downBias int32 // -1 without expert biases
 	// gateUpLoRA and downLoRA are the weights the forward reads when
 	// PEFT wraps the parameter (core.Builder.ParamLoRA: W merged with its
@@ -102,7 +103,10 @@ func (m *MoE) registerFused(b *core.Builder) fusedWeights {
 	if !m.expertMLP().gated() {
 		up, upRows = "up_proj", h
 	}
-	fw := fusedWeights{gateUpBias: -1, downBias: -1}
+	if m.GLUParams {
+		return m.registerGLU(b)
+	}
+	fw := fusedWeights{gateUpBias: -1, downBias: -1, up: -1}
 	fw.gateUp = b.Param(up, []int64{E, upRows, m.Dim}, RoleExpertUp)
 	b.ShardParam(fw.gateUp, m.Experts*upRows*tp*m.Dim)
 	fw.down = b.Param(down, []int64{E, m.Dim, h}, RoleExpertDown)
@@ -211,8 +215,12 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 	if m.Act == "geglu" {
 		fn = "gelu"
 	}
+	upw := gu
+	if fw != nil && fw.up >= 0 { // GLUParams' v1
+		upw = fw.up
+	}
 	gate := proj(gateName, RoleExpertGate, xs, m.Dim, hidden, gu)
-	up := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
+	up := proj(upName, RoleExpertUp, xs, m.Dim, hidden, upw)
 	var h core.Value
 	switch {
 	case b.MegatronKernels() && fn == "silu":
@@ -234,7 +242,12 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 // (core.Builder.ParamLoRA; NoValue: none): it requires grad, so the
 // matmul saves its input, and the slice when the input needs a gradient.
 func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in, out int64, p, bias int32, merged core.Value) core.Value {
-	defer b.Scope(name)()
+	op := ""
+	if m.GLUParams { // DbrxExpertGLU's matmuls run in its own module (the experts' mlp): name the op, not a module
+		op = name
+	} else {
+		defer b.Scope(name)()
+	}
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute
@@ -260,7 +273,7 @@ func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in
 		b.Val(wv).Cat = core.CatParams
 		ins = append(ins, wv)
 	}
-	i := b.AddOp("matmul", "", ins, params...)
+	i := b.AddOp("matmul", op, ins, params...)
 	y := b.Out(i, "out", []int64{core.Rows(b.Shape(xin)), out}, dt, "output of expert "+core.Itoa(e)+"'s "+name)
 	if b.Trainable(p) || merged != core.NoValue {
 		b.Save(i, xin)

@@ -76,7 +76,9 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 // loopExpert lowers one pass of the loop for expert e with n tokens and
 // reports whether its output requires grad.
 func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, mask, acc core.Value, fw *fusedWeights) bool {
-	defer b.Scope(core.Itoa(e))()
+	if !m.GLUParams { // DbrxExperts runs its loop in itself, DbrxExpertGLU each expert's MLP (expertFfn)
+		defer b.Scope(core.Itoa(e))()
+	}
 	w := b.AddOp("where", "where", []core.Value{mask})
 	topx := b.Out(w, "top_x", []int64{n}, units.INT64, "token indices routed to this expert")
 	slot := b.Out(w, "idx", []int64{n}, units.INT64, "top-k slot of each of those tokens")
@@ -168,7 +170,7 @@ const (
 // cudaStreamSynchronize in the step, all of them in the forward; these
 // rules count 5 x 256 + 8 = 1,288.
 func (m *MoE) passSyncs() int32 {
-	if m.impl() == MoEFusedLoop {
+	if m.impl() == MoEFusedLoop && !m.GLUParams { // DbrxExperts has no sentinel check: its 3 are on the weights (moe_dbrx.go)
 		return 3
 	}
 	return 2
@@ -191,13 +193,16 @@ func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights
 	lin := func(name string, role core.Role, x core.Value, in, out int64, split bool) core.Value {
 		if fw != nil {
 			var y core.Value
-			if split {
+			switch {
+			case split && fw.up >= 0 && role == RoleExpertUp: // DBRX's v1, a tensor of its own
+				y = m.fusedSlice(b, e, name, x, in, out, fw.up, -1, core.NoValue)
+			case split:
 				y = m.fusedSlice(b, e, name, x, in, out, fw.gateUp, fw.gateUpBias, fw.merged(fw.gateUp))
 				if gateUpRead {
 					return y
 				}
 				gateUpRead = true
-			} else {
+			default:
 				y = m.fusedSlice(b, e, name, x, in, out, fw.down, fw.downBias, fw.merged(fw.down))
 			}
 			b.Op(b.Val(y).Producer).Syncs = fusedSyncs
@@ -220,6 +225,9 @@ func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights
 	fn := "silu"
 	if m.Act == "geglu" {
 		fn = "gelu"
+	}
+	if m.GLUParams {
+		defer b.Scope("mlp")()
 	}
 	gate := lin(gateName, RoleExpertGate, x, m.Dim, hidden, true)
 	up := lin(upName, RoleExpertUp, x, m.Dim, hidden, true)
