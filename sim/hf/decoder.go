@@ -471,6 +471,9 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 	case "granitemoe":
 		all()
 		return c.graniteMoE(hidden, act)
+	case "granitemoeshared":
+		all()
+		return c.graniteMoEShared(hidden, act)
 	case "olmoe":
 		all()
 		return c.olmoeMoE(hidden, act)

@@ -156,6 +156,10 @@ var hfFamilies = []hfFamily{
 	// models/granite and models/granitemoe (absent from 4.44.2).
 	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}},
 	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "router", paramRouter: true}},
+	// granitemoeshared: GraniteMoe with a shared MLP beside the experts
+	// (granite.go); the 4.49.0 wheel is the first with
+	// models/granitemoeshared (absent from 4.48.0).
+	{modelType: "granitemoeshared", prefix: "GraniteMoeShared", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 49}, experts: &hfExperts{router: "router", paramRouter: true}},
 	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
 	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
 	// the first with models/granitemoehybrid (absent from 4.51.3).

@@ -79,3 +79,22 @@ func (c *hfConfig) graniteMoE(hidden int64, act string) (*nn.MoE, float64) {
 	c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
 	return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 }
+
+// graniteMoEShared is GraniteMoeSharedDecoderLayer's feed-forward part
+// (models/granitemoeshared/modeling_granitemoeshared.py at 5.25.0):
+// GraniteMoe's block_sparse_moe (graniteMoE) and, beside it on the same
+// input, shared_mlp, a GraniteMoeSharedMLP (input_linear to twice
+// shared_intermediate_size, chunked, act(first) * second, output_linear;
+// nn.FusedGLU), the two outputs summed before the residual multiplier;
+// with shared_intermediate_size 0 (GraniteMoeSharedConfig's default) no
+// shared_mlp, GraniteMoe's layer.
+func (c *hfConfig) graniteMoEShared(hidden int64, act string) (core.Layer, float64) {
+	moe, estimate := c.graniteMoE(hidden, act)
+	inter := c.intOr("shared_intermediate_size", 0)
+	if inter == 0 || c.err != nil {
+		return moe, estimate
+	}
+	shared := &nn.FusedGLU{Name: "shared_mlp", Dim: hidden, Hidden: inter, Act: act}
+	c.checkLayer(shared, map[nn.Field]string{nn.FieldHidden: "shared_intermediate_size"})
+	return &nn.Parallel{Branches: []core.Layer{moe, shared}}, estimate + float64(shared.Params())
+}

@@ -77,6 +77,7 @@ CASES = [
     ("glm-5.json", "", ("GlmMoeDsaForCausalLM",)),
     ("gpt-oss-20b.json", "", ("GptOssForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
+    ("granitemoeshared-tiny.json", "", ("GraniteMoeSharedForCausalLM",)),
     ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
     ("hunyuan_v1_moe-tiny.json", "", ("HunYuanMoEV1ForCausalLM",)),
     ("idefics3-tiny.json", "", ("Idefics3ForConditionalGeneration",)),
