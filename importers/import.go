@@ -187,6 +187,9 @@ func pick(file string, data []byte, o Options) (*trainer, *tree, error) {
 			lastErr = err
 			continue
 		}
+		if err := unread(t, ext); err != nil {
+			return nil, nil, err
+		}
 		if tr.detect(t) {
 			return tr, t, nil
 		}
