@@ -125,6 +125,10 @@ var hfFamilies = []hfFamily{
 	{modelType: "glm4v_moe", prefix: "Glm4vMoe", base: "model", heads: vlHeads, build: buildGLM4V, vl: true, since: [2]int{4, 56}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// flex_olmo: AI2's FlexOlmo, OLMo 2's layers with OLMoE's MoE
+	// (flex_olmo.go); the 4.57.1 wheel has models/flex_olmo (its sparse
+	// block is OLMoE's, line for line), 4.56.2 has none.
+	{modelType: "flex_olmo", prefix: "FlexOlmo", base: "model", heads: decoderHeads, build: buildFlexOlmo, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
 	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash

@@ -25,6 +25,15 @@ import (
 // Instruct and Think models; models/olmo3/modeling_olmo3.py) is the same
 // layer with sliding windows (olmo3.go).
 func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
+	return c.olmo2Stack(attn, head, func(hidden, inter int64, act string) (core.Layer, float64) {
+		return &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, 3 * float64(hidden) * float64(inter)
+	})
+}
+
+// olmo2Stack is OLMo 2's model with ff the feed-forward block of every
+// layer (OLMo 2's MLP; FlexOlmo's MoE, flex_olmo.go) and its parameter
+// estimate, from hidden_size, intermediate_size and hidden_act.
+func (c *hfConfig) olmo2Stack(attn string, head hfHead, ff func(hidden, inter int64, act string) (core.Layer, float64)) *core.Model {
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	c.object("rope_scaling")
@@ -39,13 +48,17 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, QKNormWide: true,
 		RopeTables: "rotary_emb", RopeTablesDType: units.FP32, EagerMask: true}
+	mlp, estimate := ff(hidden, inter, act)
+	if c.err != nil {
+		return nil
+	}
 	norm := func(name string) core.Layer { return &nn.Olmo2Norm{Name: name, Dim: hidden} }
 	block := func(at *nn.Attention) core.Layer {
 		attnPart := append(append([]core.Layer{at}, after...), norm("post_attention_layernorm"))
-		return seq(res(attnPart...), res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))
+		return seq(res(attnPart...), res(mlp, norm("post_feedforward_layernorm")))
 	}
 	blocks := c.olmoBlocks(at, layers, block)
-	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+estimate) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}

@@ -64,6 +64,7 @@ CASES = [
     ("exaone_moe-tiny.json", "", ("ExaoneMoeForCausalLM",)),
     ("falcon-h1-tiny.json", "", ("FalconH1ForCausalLM",)),
     ("falcon_mamba-tiny.json", "", ("FalconMambaForCausalLM",)),
+    ("flex_olmo-tiny.json", "", ("FlexOlmoForCausalLM",)),
     ("gemma-tiny.json", "", ("GemmaForCausalLM",)),
     ("gemma2-tiny.json", "", ("Gemma2ForCausalLM",)),
     ("gemma3-tiny.json", "", ("Gemma3ForCausalLM",)),
