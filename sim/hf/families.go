@@ -49,6 +49,10 @@ var hfFamilies = []hfFamily{
 	// first read that runs 5.25.0's experts (5.13 and 5.14 not read).
 	{modelType: "dbrx", prefix: "Dbrx", base: "transformer", heads: decoderHeads, build: buildDbrx, since: [2]int{5, 15},
 		sinceWhy: "4.40 to 4.57 run DBRX's own attention classes and experts loop, and 5.0 to 5.12 reshape the experts' tokens by ffn_hidden_size (they run only where it equals d_model)"},
+	// cohere2_moe: Cohere 2's parallel layers with Mixtral's experts
+	// behind a top-k softmax router (cohere2_moe.go); the 5.12.0 wheel has
+	// models/cohere2_moe, 5.6.0 none (5.7 to 5.11 not read).
+	{modelType: "cohere2_moe", prefix: "Cohere2Moe", base: "model", heads: decoderHeads, build: buildCohere2Moe, since: [2]int{5, 12}, experts: &hfExperts{router: "gate"}},
 	// deberta-v2: DeBERTa-v3 (deberta.go); eager only
 	// (DebertaV2PreTrainedModel has no SDPA or flash path). The 4.53.0
 	// wheel's modeling_deberta_v2.py runs the forward 5.25.0 runs (read:

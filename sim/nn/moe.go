@@ -230,6 +230,19 @@ type MoE struct {
 	// router.classifier weight applied in fp32 over Experts + ZeroExperts,
 	// softmax, the correction bias for the top-k, routed_scaling_factor.
 	ClassifierRouter bool
+	// TopKSoftmaxFP32: the top-k softmax router (RouterTopKSoftmax) takes
+	// the top-k of its logits in their dtype and softmaxes the k in fp32,
+	// the weights cast back to the hidden states' dtype
+	// (Cohere2MoeTopKRouter: torch.topk(router_logits), F.softmax(...,
+	// dtype=torch.float), .to(hidden_states.dtype); modular_cohere2_moe.py
+	// at 5.25.0): it keeps the same fp32 [tokens, k] softmax as
+	// TopKLogitsFP32 without the fp32 copy of the logits.
+	TopKSoftmaxFP32 bool
+	// SharedAverage: the routed and shared experts' outputs are averaged,
+	// (routed + shared) / 2, not summed (Cohere2MoeSparseMoeBlock's
+	// shared_expert_combination_strategy "average"): a division by a
+	// Python scalar, one more [tokens, dim] tensor, nothing saved.
+	SharedAverage bool
 	// GLUParams stores the experts as DBRX's DbrxExpertGLU does: three
 	// 2-D parameters mlp.w1 (gate), mlp.v1 (up) and mlp.w2 (down), each
 	// [experts x hidden, dim], expert e's rows a view, gate and up two
@@ -434,6 +447,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if m.SharedExperts > 0 {
 		out = b.Add("shared_sum", out, m.lowerShared(b, xin))
+		if m.SharedAverage {
+			out = b.Ew("div", "shared_average", []core.Value{out}, b.Shape(out), b.Dtype(out), "(routed + shared) / 2: a scalar division, nothing saved")
+		}
 	}
 	return out
 }

@@ -84,11 +84,14 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		r.idx = b.Out(tk, "router_indices", []int64{T, k}, units.INT64, "top-k expert indices")
 		b.Val(r.idx).Grad = false
 		b.Save(tk, r.idx)
+		if m.TopKSoftmaxFP32 { // Cohere2MoeTopKRouter: F.softmax(top-k logits, dtype=torch.float)
+			dt = units.FP32
+		}
 		sm := b.AddOp("softmax", "softmax", []core.Value{top})
 		r.weights = b.Out(sm, "routing_weights", []int64{T, k}, dt, "softmax over the top-k logits")
 		b.Save(sm, r.weights)
 		b.SaveSoftmaxInput(sm, top)
-		if m.TopKLogitsFP32 {
+		if m.TopKLogitsFP32 || m.TopKSoftmaxFP32 {
 			r.weights = b.Cast(r.weights, b.Dtype(x), "routing weights in the hidden states' dtype")
 		}
 	default:

@@ -52,6 +52,7 @@ CASES = [
     ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
     ("bamba-tiny.json", "", ("BambaForCausalLM",)),
     ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
+    ("cohere2_moe-tiny.json", "", ("Cohere2MoeForCausalLM",)),
     ("dbrx-tiny.json", "", ("DbrxForCausalLM",)),
     ("deepseek-v2-tiny.json", "", ("DeepseekV2ForCausalLM",)),
     ("deepseek-v32-tiny.json", "", ("DeepseekV32ForCausalLM",)),
