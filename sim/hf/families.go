@@ -43,12 +43,13 @@ var hfFamilies = []hfFamily{
 	{modelType: "cohere2", prefix: "Cohere2", base: "model", heads: decoderHeads, build: buildCohere2, since: [2]int{4, 48}},
 	// dbrx: Databricks' DBRX (dbrx.go). models/dbrx is in every release
 	// from 4.40.0, but 4.x runs its own attention classes and experts
-	// loop, and the 5.0.0 to 5.12.0 wheels' DbrxExperts reshape the
+	// loop, and the 5.0.0 to 5.14.0 wheels' DbrxExperts reshape the
 	// tokens by ffn_hidden_size and multiply by w1 untransposed (it runs
-	// only where ffn_hidden_size equals d_model); the 5.15.0 wheel is the
-	// first read that runs 5.25.0's experts (5.13 and 5.14 not read).
+	// only where ffn_hidden_size equals d_model; 5.0.0, 5.6.0, 5.12.0,
+	// 5.13.0 and 5.14.0 read); the 5.15.0 wheel is the first that runs
+	// 5.25.0's experts.
 	{modelType: "dbrx", prefix: "Dbrx", base: "transformer", heads: decoderHeads, build: buildDbrx, since: [2]int{5, 15},
-		sinceWhy: "4.40 to 4.57 run DBRX's own attention classes and experts loop, and 5.0 to 5.12 reshape the experts' tokens by ffn_hidden_size (they run only where it equals d_model)"},
+		sinceWhy: "4.40 to 4.57 run DBRX's own attention classes and experts loop, and 5.0 to 5.14 reshape the experts' tokens by ffn_hidden_size (they run only where it equals d_model)"},
 	// cohere2_moe: Cohere 2's parallel layers with Mixtral's experts
 	// behind a top-k softmax router (cohere2_moe.go); the 5.12.0 wheel has
 	// models/cohere2_moe, 5.6.0 none (5.7 to 5.11 not read).
