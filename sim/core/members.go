@@ -180,6 +180,20 @@ func (b *Builder) shareMember(p, q [2]int, opsP, opsQ [2]int) {
 	for j := 0; j < p[1]-p[0]; j++ {
 		b.P.Params[q[0]+j].TiedTo = root(p[0] + j)
 	}
+	b.shareCasts(opsP, opsQ)
+}
+
+// shareCasts points the autocast weight copies the ops of range opsQ
+// make of tied parameters at the copies the ops of range opsP made of
+// the parameters they are tied to (autocast's cache: one copy of a leaf
+// a forward), dropping the later casts.
+func (b *Builder) shareCasts(opsP, opsQ [2]int) {
+	root := func(pi int) int32 {
+		if t := b.P.Params[pi].TiedTo; t >= 0 {
+			return t
+		}
+		return int32(pi)
+	}
 	// The first member's weight copies, by parameter.
 	copies := map[int32]Value{}
 	for i := opsP[0]; i < opsP[1]; i++ {

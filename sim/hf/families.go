@@ -337,6 +337,16 @@ var hfFamilies = []hfFamily{
 	// 5.25.0's but the keep lists (gate.weight from 5.24, keepGateSince).
 	{modelType: "solar_open", prefix: "SolarOpen", base: "model", heads: decoderHeads, build: buildSolarOpen, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "starcoder2", prefix: "Starcoder2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 39}},
+	// zamba2: Zyphra's Zamba2 (zamba2.go). The 4.57.1 wheel has
+	// models/zamba2 (4.48.0 has not), but 4.x trains its Mamba-2 layers
+	// through the split kernels unless use_mem_eff_path (another saved
+	// set), 5.0.0 ties every shared block to layers.0's, and 5.6.0 to
+	// 5.16.0 number the shared blocks by layer rather than by hybrid layer
+	// (block_id = layer_id % num_mem_blocks: the adapters sit elsewhere);
+	// 5.17.0 is the first that builds it as 5.25.0 does (modeling_zamba2.py
+	// of each wheel read).
+	{modelType: "zamba2", prefix: "Zamba2", base: "model", heads: decoderHeads, build: buildZamba2, since: [2]int{5, 17},
+		sinceWhy: "4.x trains the Mamba-2 layers through the split kernels (use_mem_eff_path off), 5.0 to 5.16 tie or number the shared blocks differently (5.0.0 every block to layers.0's, 5.6.0 to 5.16.0 by layer index: the adapters sit elsewhere)"},
 	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
 	// roberta, xlm-roberta (model_type "xlm-roberta", as XLMRobertaConfig
 	// spells it): BERT's layers in bert.go. RoBERTa came with

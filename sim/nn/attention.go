@@ -223,6 +223,14 @@ type Attention struct {
 	// first layer to the last, and into the backward under checkpointing
 	// (the layers' argument). hf_config's Llama-style decoders set it.
 	EagerMask bool
+	// InWidth is q, k and v's input width where it is not Dim, o_proj
+	// still mapping back to Dim (Zamba2's shared attention reads the
+	// hidden states concatenated with the embeddings: attention_hidden_size,
+	// 2 x hidden_size); 0 = Dim. AdapterRank adds to each of q, k and v
+	// the output of an adapter of its own (Zamba2's linear_q_adapter_list,
+	// ...: zamba2_adapter.go) numbered AdapterIndex; 0 = none.
+	InWidth, AdapterRank, AdapterIndex int64
+
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower
 	// (PixtralVision's block mask): what an SDPA kernel given a mask
@@ -253,7 +261,7 @@ func (a *Attention) DefaultName() string    { return "attn" }
 func (a *Attention) Children() []core.Layer { return nil }
 func (a *Attention) Params() int64 {
 	d, h, kv := a.Hd(), a.Heads, a.Kv()
-	n := a.Dim*h*d + 2*a.Dim*kv*d + h*d*a.Dim
+	n := a.InDim()*h*d + 2*a.InDim()*kv*d + h*d*a.Dim + a.AdapterParams()
 	if a.QKVBias {
 		n += h*d + 2*kv*d
 	}
@@ -338,6 +346,9 @@ func (a *Attention) Validate(path string) error {
 	if err := a.checkGateProj(path); err != nil {
 		return err
 	}
+	if err := a.checkAdapters(path); err != nil {
+		return err
+	}
 	if a.RopeCache < 0 {
 		return units.Errorf(path, "rope_cache must be positions, or 0 for none (got %d)", a.RopeCache)
 	}
@@ -359,8 +370,8 @@ func (a *Attention) Validate(path string) error {
 }
 
 func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
-	if b.Last(x) != a.Dim {
-		panic(core.ShapeMismatch(b, "attention", a.Dim, b.Last(x)))
+	if b.Last(x) != a.InDim() {
+		panic(core.ShapeMismatch(b, "attention", a.InDim(), b.Last(x)))
 	}
 	name := b.ModuleName(a)
 	defer b.Scope(name)()
@@ -382,9 +393,13 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		}
 		q, k, v = qkv, qkv, qkv // views of one storage
 	default:
-		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
-		k = b.ColLinear(nameOr(a.QKVNames[1], "k_proj"), core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
-		v = b.ColLinear(nameOr(a.QKVNames[2], "v_proj"), core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		in := a.InDim()
+		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, in, a.Heads*d, h*d, a.QKVBias)
+		k = b.ColLinear(nameOr(a.QKVNames[1], "k_proj"), core.RoleK, x, xg, in, a.Kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear(nameOr(a.QKVNames[2], "v_proj"), core.RoleV, x, xg, in, a.Kv()*d, kv*d, a.QKVBias)
+		if a.AdapterRank > 0 {
+			q, k, v = a.qkvAdapters(b, x, q, k, v)
+		}
 	}
 	if a.GateProj {
 		qGate = b.ColLinear("gate_proj", core.RoleGate, x, xg, a.Dim, a.Heads*d, h*d, false)
@@ -572,7 +587,12 @@ func (a *Attention) checkTP(path string, tp int64) error {
 	return nil
 }
 
-func (a *Attention) InDim() int64  { return a.Dim }
+func (a *Attention) InDim() int64 {
+	if a.InWidth > 0 {
+		return a.InWidth
+	}
+	return a.Dim
+}
 func (a *Attention) OutDim() int64 { return a.Dim }
 
 // CheckLayout checks that tensor parallelism divides the heads (checkTP),
@@ -580,6 +600,10 @@ func (a *Attention) OutDim() int64 { return a.Dim }
 func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 	if err := a.checkTP(path, max(par.TP, 1)); err != nil {
 		return err
+	}
+	if (a.InWidth > 0 || a.AdapterRank > 0) && par.TP > 1 {
+		return &units.Error{Path: path, Msg: "tensor parallelism is not modelled for an attention with adapters or a wider input (Zamba2's shared attention)",
+			Hint: "use tp=1 (FSDP shards it)"}
 	}
 	if err := a.checkWideQKNorm(path, par.TP); err != nil {
 		return err

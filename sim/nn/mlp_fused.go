@@ -62,21 +62,31 @@ func (m *FusedGLU) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	defer b.Scope(b.ModuleName(m))()
 	gateUp := b.Linear("input_linear", core.RoleUp, x, m.Dim, 2*m.Hidden, false)
-	half := core.WithLast(b.Shape(gateUp), m.Hidden)
+	h := gatedHalves(b, gateUp, m.Hidden, m.Act, "input_linear")
+	return b.Linear("output_linear", core.RoleDown, h, m.Hidden, m.Dim, false)
+}
+
+// gatedHalves is act(gate) * up over the two halves of one projection's
+// output (torch.chunk's views, or slices): the activation keeps its
+// input, the gate view, and the product the activation's output and the
+// up view, both views holding the projection's whole storage. act is
+// swiglu or geglu; proj names the projection in the values' whys.
+func gatedHalves(b *core.Builder, gateUp core.Value, hidden int64, act, proj string) core.Value {
+	half := core.WithLast(b.Shape(gateUp), hidden)
 	dt := b.Dtype(gateUp)
 	fn := "silu"
-	if m.Act == "geglu" {
+	if act == "geglu" {
 		fn = "gelu"
 	}
 	a := b.AddOp(fn, fn, []core.Value{gateUp})
-	act := b.Out(a, fn, half, dt, fn+" of input_linear's gate half")
+	y := b.Out(a, fn, half, dt, fn+" of "+proj+"'s gate half")
 	b.Save(a, gateUp) // the gate view holds the whole storage
 	b.Op(a).Flops = 8 * float64(core.Numel(half))
 	b.Op(a).Bytes += float64(dt.Bytes(core.Numel(half)))
-	p := b.AddOp("mul", "act_mul", []core.Value{act, gateUp})
+	p := b.AddOp("mul", "act_mul", []core.Value{y, gateUp})
 	h := b.Out(p, "act_mul", half, dt, "gated product (act(gate) * up)")
-	b.Save(p, act, gateUp) // and the up view
+	b.Save(p, y, gateUp) // and the up view
 	b.Op(p).Flops = float64(core.Numel(half))
 	b.Op(p).Bytes += 2 * float64(dt.Bytes(core.Numel(half)))
-	return b.Linear("output_linear", core.RoleDown, h, m.Hidden, m.Dim, false)
+	return h
 }

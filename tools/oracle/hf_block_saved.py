@@ -44,7 +44,8 @@
 # gradients after the backward. With eagerexperts transformers 5's MoE
 # experts run its per-expert loop (experts_implementation "eager", the
 # default being grouped_mm). layer_types, mlp_layer_types and Ling 3's
-# swiglu_limits and swiglu_limits_shared are cut to LAYERS with the layers.
+# swiglu_limits and swiglu_limits_shared are cut to LAYERS with the layers
+# (Zamba2's hybrid_layer_ids made again from its cut layers_block_type).
 import collections.abc
 import gc
 import json
@@ -67,6 +68,8 @@ cfg.num_hidden_layers = layers
 for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits)
     if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
         setattr(cfg, key, getattr(cfg, key)[:layers])
+if isinstance(getattr(cfg, "hybrid_layer_ids", None), list):  # Zamba2Config.__post_init__'s list of the "hybrid" layers, made again for the cut layer_types
+    cfg.hybrid_layer_ids = [i for i, t in enumerate(cfg.layers_block_type) if t == "hybrid"]
 cfg._attn_implementation = attn
 experts = {"experts_implementation": "eager"} if "eagerexperts" in sys.argv[7:] else {}
 if experts:

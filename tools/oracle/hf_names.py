@@ -137,6 +137,7 @@ CASES = [
     ("stablelm-tiny-parallel.json", "", ("StableLmForCausalLM",)),
     ("starcoder2-tiny.json", "", ("Starcoder2ForCausalLM",)),
     ("starcoder2-tiny-dropout.json", "", ("Starcoder2ForCausalLM",)),
+    ("zamba2-tiny.json", "", ("Zamba2ForCausalLM",)),
 ]
 
 

@@ -1,5 +1,5 @@
 # mamba2_kernel_saved.py: hf_block_saved.py for the Mamba-2 hybrids
-# (granitemoehybrid, falcon_h1, bamba) with the mamba_ssm kernel's autograd node
+# (granitemoehybrid, falcon_h1, bamba, zamba2) with the mamba_ssm kernel's autograd node
 # standing in for the kernel the CPU lacks. transformers 5.25.0 trains
 # their Mamba-2 layers through mamba2_split_conv1d_scan_combined, which on
 # a GPU with mamba_ssm is MambaSplitConv1dScanCombinedFn and on the CPU
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 import transformers.models.bamba.modeling_bamba as bamba
 import transformers.models.falcon_h1.modeling_falcon_h1 as falcon_h1
 import transformers.models.granitemoehybrid.modeling_granitemoehybrid as granitemoehybrid
+import transformers.models.zamba2.modeling_zamba2 as zamba2
 
 
 class KernelSaves(torch.autograd.Function):
@@ -51,5 +52,6 @@ def kernel(zxbcdt, conv1d_weight, conv1d_bias, dt_bias, A, D=None, rmsnorm_weigh
 bamba.mamba2_split_conv1d_scan_combined = kernel
 falcon_h1.mamba2_split_conv1d_scan_combined = kernel
 granitemoehybrid.mamba2_split_conv1d_scan_combined = kernel
+zamba2.mamba2_split_conv1d_scan_combined = kernel
 sys.argv = [sys.argv[0].replace("mamba2_kernel_saved", "hf_block_saved")] + sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
