@@ -28,10 +28,25 @@ type tree struct {
 	used        map[string]bool
 	asked       map[string]bool // every key the importer looked for, in the file or not (for did-you-mean)
 	notModelled []string        // "key: why"
+	// from maps a key one importer derived for another's reading to the
+	// file's key it came from (LLaMA-Factory's cutoff_len gives the hf
+	// importer's max_length): errors name the file's key, and a derived
+	// key is never listed as not understood.
+	from map[string]string
 }
 
 func newTree(file string) *tree {
-	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}}
+	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}, from: map[string]string{}}
+}
+
+// derive sets key to v for another importer to read, made from the
+// file's key src (which it marks read): at src's line, named as src in
+// errors.
+func (t *tree) derive(key string, v any, src string) {
+	t.get(src)
+	l := t.leaves[src]
+	t.leaves[key] = leaf{value: v, line: l.line, override: l.override}
+	t.from[key] = src
 }
 
 // add flattens v (a decoded map) into the tree under prefix.
@@ -114,6 +129,9 @@ func (t *tree) get(key string) (any, bool) {
 
 // errorf is an *Error at key, with its line when the file gave one.
 func (t *tree) errorf(key, hint, format string, args ...any) *Error {
+	if src, ok := t.from[key]; ok {
+		key = src
+	}
 	e := &Error{File: t.file, Key: key, Msg: fmt.Sprintf(format, args...), Hint: hint}
 	if l, ok := t.leaves[key]; ok {
 		e.Line = l.line
@@ -249,7 +267,7 @@ func (t *tree) notModelledUnder(key, why string) {
 func (t *tree) notUnderstood(noEffect []string) []string {
 	var out []string
 	for _, k := range t.keys() {
-		if !t.used[k] && !matchAny(k, noEffect) {
+		if _, derived := t.from[k]; !derived && !t.used[k] && !matchAny(k, noEffect) {
 			out = append(out, k)
 		}
 	}

@@ -84,9 +84,30 @@ var hfOptimizers = map[string]string{
 var hfLoRA = map[string]string{"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
 	"up_proj": "up", "down_proj": "down", "all-linear": "all-linear", "lm_head": "lm_head"}
 
-func hfPlan(t *tree, o Options) (*plan, error) {
+// hfRun is what a trainer built on transformers' Trainer does beyond the
+// TrainingArguments the hf importer reads: TRL's SFTTrainer (trlRun)
+// or LLaMA-Factory's (llamafactory.go).
+type hfRun struct {
+	// kbitNormsFP32: a quantized model's norms upcast to fp32 (peft's
+	// prepare_model_for_kbit_training, which TRL calls).
+	kbitNormsFP32 bool
+	// zero3PEFTReentrant: a PEFT model checkpoints reentrant under
+	// DeepSpeed ZeRO-3 whatever the config says (TRL, hfCheckpoint).
+	zero3PEFTReentrant bool
+	// adaptersInBaseDtype: LoRA's adapters in the base layer's dtype
+	// (get_peft_model(autocast_adapter_dtype=False)), not fp32.
+	adaptersInBaseDtype bool
+}
+
+// trlRun is TRL's SFTTrainer, and the plain Trainer.
+var trlRun = hfRun{kbitNormsFP32: true, zero3PEFTReentrant: true}
+
+func hfPlan(t *tree, o Options) (*plan, error) { return hfPlanAs(t, o, trlRun) }
+
+// hfPlanAs is hfPlan for a trainer that runs as run says.
+func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	p := &plan{}
-	if err := hfModel(t, o, p); err != nil {
+	if err := hfModel(t, o, p, run); err != nil {
 		return nil, err
 	}
 	batch, err := t.integer("per_device_train_batch_size", 8, 1, 1<<24)
@@ -119,12 +140,12 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	if ds == nil {
-		if err := hfPrecision(t, o, p, p.quantized()); err != nil {
+		if err := hfPrecision(t, o, p, p.quantized() && run.kbitNormsFP32); err != nil {
 			return nil, err
 		}
 		p.set("optimizer", expr)
 	}
-	if err := hfCheckpoint(t, p, ds); err != nil {
+	if err := hfCheckpoint(t, p, ds, run); err != nil {
 		return nil, err
 	}
 	// use_liger_kernel: _apply_liger_kernel_to_instance with its defaults
@@ -151,7 +172,7 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 
 // hfModel is the model (zoo by Hub name, or --model), its attention
 // kernel, and TRL's ModelConfig adapters and quantization.
-func hfModel(t *tree, o Options, p *plan) error {
+func hfModel(t *tree, o Options, p *plan, run hfRun) error {
 	name, err := t.str("model_name_or_path", "")
 	if err != nil {
 		return err
@@ -179,10 +200,10 @@ func hfModel(t *tree, o Options, p *plan) error {
 		return t.errorf("model_name_or_path", "pass the model's Hugging Face config.json: --model config.json",
 			"memsh's zoo has no model for %s", quoteKey(name))
 	}
-	return hfAdapters(t, p)
+	return hfAdapters(t, p, run)
 }
 
-func hfAdapters(t *tree, p *plan) error {
+func hfAdapters(t *tree, p *plan, run hfRun) error {
 	peft, err := t.boolean("use_peft", false)
 	if err != nil {
 		return err
@@ -251,7 +272,11 @@ func hfAdapters(t *tree, p *plan) error {
 	}
 	t.notModelledIf("use_dora", "DoRA's magnitude vectors and the weight norm it computes")
 	t.notModelledIf("lora_modules_to_save", "modules trained in full beside the adapters")
-	p.set("lora", call("lora", kw("rank", num(rank)), kw("alpha", num(alpha)), kw("targets", strList(targets)), kw("dropout", dropout)))
+	args := []string{kw("rank", num(rank)), kw("alpha", num(alpha)), kw("targets", strList(targets)), kw("dropout", dropout)}
+	if run.adaptersInBaseDtype {
+		args = append(args, kw("autocast_adapter_dtype", "False"))
+	}
+	p.set("lora", call("lora", args...))
 	return nil
 }
 
@@ -311,7 +336,7 @@ func hfSeq(t *tree, o Options) (int64, error) {
 // enable_input_require_grads() with gradient checkpointing, l.898-900;
 // transformers 5 does so for every model taking input_ids, which changes
 // nothing for a trainable embedding).
-func hfCheckpoint(t *tree, p *plan, ds *tree) error {
+func hfCheckpoint(t *tree, p *plan, ds *tree, run hfRun) error {
 	name, kwargs := "gradient_checkpointing", "gradient_checkpointing_kwargs"
 	if v, ok := t.leaves["activation_checkpointing"]; ok && v.value != nil {
 		name = "activation_checkpointing"
@@ -366,7 +391,7 @@ func hfCheckpoint(t *tree, p *plan, ds *tree) error {
 			kwargs, every, 2*every, every, every-1))
 	}
 	t.notModelledIf(kwargs+".offload", "the checkpointed layers' inputs held in pinned host memory (save_on_cpu): memsh keeps them on the device")
-	if ds != nil && peft {
+	if ds != nil && peft && run.zero3PEFTReentrant {
 		stage, err := ds.integer("zero_optimization.stage", 0, 0, 3)
 		if err != nil {
 			return err

@@ -36,6 +36,8 @@ func hfTransformers(t *tree) (string, int, error) {
 // hfPrecision is the Trainer's autocast (bf16, fp16) over the weights
 // the model was loaded in: torch_dtype (or dtype, its later name; TRL's
 // ModelConfig), else what from_pretrained loads (hfLoadedDtype).
+// qlora says the model is quantized and its norms upcast to fp32
+// (hfRun.kbitNormsFP32).
 func hfPrecision(t *tree, o Options, p *plan, qlora bool) error {
 	bf16, err := t.boolean("bf16", false)
 	if err != nil {

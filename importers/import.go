@@ -106,7 +106,7 @@ type trainer struct {
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
 
 func trainerNames() string {
 	var names []string

@@ -23,15 +23,6 @@ type unreadTrainer struct {
 
 // unreadTrainers are the trainers memsh check refuses by name.
 var unreadTrainers = []unreadTrainer{{
-	// LLaMA-Factory's FinetuningArguments, ModelArguments and
-	// DataArguments (src/llamafactory/hparams at ff6d4d12e): its
-	// finetuning_type defaults to "lora" on lora_target "all", and
-	// gradient checkpointing is on unless disable_gradient_checkpointing.
-	name: "LLaMA-Factory",
-	exts: []string{".yaml", ".yml", ".json"},
-	keys: []string{"finetuning_type", "lora_target", "cutoff_len", "quantization_bit", "template"},
-	what: "its fine-tuning method (finetuning_type: LoRA by default, on every linear layer), quantization_bit, cutoff_len and its gradient checkpointing, on by default",
-}, {
 	// Axolotl's AxolotlInputConfig (src/axolotl/utils/schemas/config.py
 	// at 067b021c8): base_model, micro_batch_size, sequence_len, adapter.
 	name:     "Axolotl",

@@ -1,0 +1,116 @@
+package importers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// llamaFactoryCutoff is the note for an unpacked run without --seq.
+const llamaFactoryCutoff = "cutoff_len: unpacked rows are padded to the batch's longest, at most 2048 tokens: memsh replays rows of 2048 (--seq N for another length)"
+
+// TestLlamaFactory imports LLaMA-Factory's Qwen3 examples
+// (testdata/README.md names their commit) with Qwen3-8B's config.json in
+// place of Qwen3-4B-Instruct-2507's, and checks each plan against the one
+// written by hand from LLaMA-Factory's defaults (llamafactory.go): LoRA
+// rank 8 on every linear layer with alpha 16 and no dropout, the frozen
+// weights in the checkpoint's bf16, reentrant gradient checkpointing on,
+// 2,048-token rows, sdpa; QLoRA's 4-bit nf4 with double quantization and
+// its norms left in bf16 (no prepare_model_for_kbit_training); the full
+// fine-tune's weights in fp32 under ZeRO-3.
+func TestLlamaFactory(t *testing.T) {
+	qwen3 := map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"}
+	const lora = `lora = lora(rank = 8, alpha = 16, targets = ["all-linear"], dropout = 0.0)`
+	runImportCases(t, []importCase{{
+		name:        "Qwen3 LoRA SFT",
+		file:        "llamafactory/qwen3_lora_sft.yaml",
+		step:        hfStep(1, 8, 1, 2048),
+		opts:        Options{Model: "qwen3-8b.json"},
+		files:       qwen3,
+		notModelled: []string{llamaFactoryCutoff},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+	}, {
+		name:        "Qwen3 QLoRA SFT (bitsandbytes on the fly)",
+		file:        "llamafactory/qwen3_lora_sft_otfq.yaml",
+		step:        hfStep(1, 8, 1, 2048),
+		opts:        Options{Model: "qwen3-8b.json", GPU: "RTX-4090"},
+		files:       qwen3,
+		notModelled: []string{llamaFactoryCutoff},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), quant = "nf4-dq", ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "RTX-4090")`,
+	}, {
+		// upcast_layernorm: the norms in fp32, as prepare_model_for_kbit_training leaves them under TRL
+		name:  "Qwen3 QLoRA with its norms upcast, flash-attention 2, 4,096-token packed rows",
+		file:  "llamafactory/qwen3_lora_sft_otfq.yaml",
+		step:  hfStep(1, 8, 1, 4096),
+		opts:  Options{Model: "qwen3-8b.json", Overrides: []string{"upcast_layernorm=true", "flash_attn=fa2", "cutoff_len=4096", "packing=true", "double_quantization=false"}},
+		files: qwen3,
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "flash"), quant = "nf4", ` + lora + `, batch = 1, seq = 4096, grad_accum = 8,
+             precision = precision(params = "bf16", autocast = True, norms = "fp32"), optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+	}, {
+		name: "Qwen3 full SFT under DeepSpeed ZeRO-3 on 8 GPUs",
+		file: "llamafactory/qwen3_full_sft.yaml",
+		step: hfStep(1, 2, 8, 2048),
+		opts: Options{Model: "qwen3-8b.json", GPUs: 8, Overrides: []string{"deepspeed=ds_z3_config.json"}, ReadFile: func(name string) ([]byte, error) {
+			return os.ReadFile(filepath.Join("testdata", "llamafactory", name))
+		}},
+		files: qwen3,
+		notModelled: []string{llamaFactoryCutoff,
+			"deepspeed.zero_optimization.reduce_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.stage3_prefetch_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.stage3_max_live_parameters: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.stage3_max_reuse_distance: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.stage3_param_persistence_threshold: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.sub_group_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), batch = 1, seq = 2048, grad_accum = 2, checkpoint = checkpoint("full", reentrant = True),
+             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3))`,
+	}, {
+		name:  "Qwen3 full SFT on one GPU: fp32 weights under bf16 autocast, checkpointing off",
+		file:  "llamafactory/qwen3_full_sft.yaml",
+		step:  hfStep(1, 2, 1, 1024),
+		opts:  Options{Model: "qwen3-8b.json", Seq: 1024, Overrides: []string{"deepspeed=null", "disable_gradient_checkpointing=true"}},
+		files: qwen3,
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), batch = 1, seq = 1024, grad_accum = 2,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), gpu = "H100-80GB")`,
+	}})
+}
+
+func TestLlamaFactoryErrors(t *testing.T) {
+	const base = "model_name_or_path: meta-llama/Meta-Llama-3-8B\nfinetuning_type: lora\n"
+	runErrorCases(t, []errorCase{
+		{name: "DPO", file: "r.yaml", config: base + "stage: dpo\n",
+			want: "r.yaml:3: key stage: stage dpo is not modelled (a reward, PPO, DPO or KTO run keeps other models and heads)", wantHint: "sft or pt"},
+		{name: "freeze tuning", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: freeze\n",
+			want: "r.yaml:2: key finetuning_type: finetuning_type freeze is not modelled", wantHint: "lora and full"},
+		{name: "a quantized full fine-tune", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: full\nquantization_bit: 4\n",
+			want: "r.yaml:3: key quantization_bit: a quantized model trains only adapters (finetuning_type full)", wantHint: "finetuning_type lora"},
+		{name: "3-bit HQQ", file: "r.yaml", config: base + "quantization_bit: 3\nquantization_method: hqq\n",
+			want: "r.yaml:4: key quantization_method: quantization method hqq is not modelled", wantHint: "bnb"},
+		{name: "an unknown LoRA target", file: "r.yaml", config: base + "lora_target: q_proj,wqkv\n",
+			want: "r.yaml:3: key lora_target: unknown module wqkv", wantHint: "separated by commas"},
+		{name: "FlashAttention-3", file: "r.yaml", config: base + "flash_attn: fa3\n",
+			want: "r.yaml:3: key flash_attn: attention fa3 is not modelled", wantHint: "fa2"},
+		{name: "unsloth", file: "r.yaml", config: base + "use_unsloth: true\n",
+			want: "r.yaml:3: key use_unsloth: use_unsloth is not modelled", wantHint: "Starlark"},
+		{name: "fp32 norms without quantization", file: "r.yaml", config: base + "upcast_layernorm: true\ncutoff_len: 16\n",
+			want: "r.yaml:3: key upcast_layernorm: fp32 norms in an unquantized model are not modelled", wantHint: "checkpoint's dtype"},
+	})
+}
+
+// A LLaMA-Factory YAML holds TrainingArguments' per_device_train_batch_size
+// too: detection tries LLaMA-Factory first, so its own keys are read (the
+// LoRA below), not left over as the hf importer's.
+func TestLlamaFactoryBeforeHF(t *testing.T) {
+	res, err := Import("r.yaml", []byte("model_name_or_path: meta-llama/Meta-Llama-3-8B\nper_device_train_batch_size: 2\ncutoff_len: 512\n"), defaults(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trainer != "llamafactory" || len(res.Unknown) > 0 || !strings.Contains(res.Script, `lora = lora(rank = 8, alpha = 16, targets = ["all-linear"]`) {
+		t.Errorf("trainer %s, not understood %v, script:\n%s", res.Trainer, res.Unknown, res.Script)
+	}
+}
