@@ -55,6 +55,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"zamba2 (Zamba2-1.2B, -2.7B, -7B, transformers 5.17) runs Mamba-2 layers (the mamba_ssm kernel) and, at its \"hybrid\" layers_block_type, first a shared transformer block " +
 			"(num_mem_blocks blocks taking turns, the weights tied across the layers that run one) over the hidden states concatenated with the embeddings, " +
 			"with adapters of each call's own on gate_up_proj (and on q, k, v with use_shared_attention_adapter), then a linear whose output joins the Mamba layer's input; " +
+			"recurrent_gemma (RecurrentGemma-2B, -9B, transformers 5.17) runs block_types' recurrent blocks (the RG-LRU as transformers' PyTorch loop; bf16 or fp32, autocast refused) " +
+			"and local attention with rotary on half of each head, each before a gated MLP, the logits soft-capped; " +
 			"falcon_h1 (Falcon-H1) runs a Mamba-2 mixer (the mamba_ssm kernel) and rotary attention side by side in every layer, " +
 			"each on its own scaled copy of the normed input (ssm_in_multiplier, attention_in_multiplier), then an MLP; MoE blocks run as transformers 5 runs them " +
 			"(below; before transformers=\"5.0\" as transformers 4.x's loop, moe(impl=\"loop\"), gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +

@@ -337,6 +337,15 @@ var hfFamilies = []hfFamily{
 	// 5.25.0's but the keep lists (gate.weight from 5.24, keepGateSince).
 	{modelType: "solar_open", prefix: "SolarOpen", base: "model", heads: decoderHeads, build: buildSolarOpen, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "starcoder2", prefix: "Starcoder2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 39}},
+	// recurrent_gemma: Google's RecurrentGemma (Griffin; recurrent_gemma.go).
+	// The 4.40.0 wheel is the first with models/recurrent_gemma (4.39.3
+	// has none), but 4.40 to 5.12 rotate with torch.chunk's halves (and
+	// 4.x to 5.0 keep the attention's own cache and mask), and 5.13.0 to
+	// 5.16.0 rotate the whole head (their rotary_emb ignores
+	// partial_rotary_factor); 5.17.0 is the first that builds it as
+	// 5.25.0 does (modeling_recurrent_gemma.py of each wheel read).
+	{modelType: "recurrent_gemma", prefix: "RecurrentGemma", base: "model", heads: decoderHeads, build: buildRecurrentGemma, since: [2]int{5, 17},
+		sinceWhy: "4.40 to 5.12 rotate with torch.chunk's halves (4.x and 5.0 with the attention's own cache and mask), 5.13 to 5.16 rotate the whole head"},
 	// zamba2: Zyphra's Zamba2 (zamba2.go). The 4.57.1 wheel has
 	// models/zamba2 (4.48.0 has not), but 4.x trains its Mamba-2 layers
 	// through the split kernels unless use_mem_eff_path (another saved

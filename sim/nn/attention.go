@@ -164,6 +164,11 @@ type Attention struct {
 	// rotary_emb's [3, batch, seq, head_dim] cos and sin in each layer, a
 	// new [batch, seq, head_dim] pair that layer's rope saves).
 	RopeTablesEachLayer bool
+	// RopeTablesOwn: RopeTables is this layer's own rotary embedding,
+	// which makes the pair inside the layer from the positions
+	// (RecurrentGemma's temporal_block.rotary_emb): recomputed under the
+	// layer's checkpoint, held by nothing outside it.
+	RopeTablesOwn bool
 	// RopeCat: the rotary embedding ends in torch.cat of the rotated dims
 	// and the passed ones (Phi-3's, GPT-NeoX's, GLM-4.5's and
 	// Qwen3-Next's apply_rotary_pos_emb), which leaves q contiguous head

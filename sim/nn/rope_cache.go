@@ -86,6 +86,10 @@ func (a *Attention) ropeTables(b *core.Builder, x []int64) []core.Value {
 		rows = core.Rows(x) / seq
 	}
 	shape := []int64{rows, seq, w}
+	if a.RopeTablesOwn {
+		out, _ := tables(b, a.RopeTables, dt, shape, nil, "the rotary %s this layer's own rotary_emb makes, saved by its rope", "cos", "sin")
+		return out
+	}
 	once := forwardTables(b, a.RopeTables, dt, shape, "cos", "sin")
 	if !a.RopeTablesEachLayer {
 		return once

@@ -138,6 +138,7 @@ CASES = [
     ("starcoder2-tiny.json", "", ("Starcoder2ForCausalLM",)),
     ("starcoder2-tiny-dropout.json", "", ("Starcoder2ForCausalLM",)),
     ("zamba2-tiny.json", "", ("Zamba2ForCausalLM",)),
+    ("recurrent_gemma-tiny.json", "", ("RecurrentGemmaForCausalLM",)),
 ]
 
 
