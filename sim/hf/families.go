@@ -158,6 +158,13 @@ var hfFamilies = []hfFamily{
 	{modelType: "gemma4", prefix: "Gemma4", base: "model", heads: vlHeads, build: buildGemma4, vl: true, since: [2]int{5, 5}, experts: &hfExperts{}},
 	{modelType: "gemma4_text", prefix: "Gemma4", base: "model", heads: decoderHeads, build: buildGemma4, since: [2]int{5, 5}, experts: &hfExperts{}},
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
+	// gpt_bigcode: StarCoder 1, SantaCoder; 4.54.0 is the first wheel
+	// whose GPTBigCodeAttention runs eager_attention_forward and the
+	// attention interface (4.40.0, 4.48.0, 4.52.4 and 4.53.0 have its own
+	// _attn and GPTBigCodeSdpaAttention; 4.54.0, 4.55.0, 4.57.1 and 5.0.0
+	// the interface). gpt_bigcode.go.
+	{modelType: "gpt_bigcode", prefix: "GPTBigCode", base: "transformer", heads: decoderHeads, build: buildGPTBigCode, since: [2]int{4, 54},
+		sinceWhy: "4.53 and earlier run GPTBigCodeAttention's own _attn (baddbmm, a masked fp32 softmax by torch.where) and GPTBigCodeSdpaAttention, which memsh does not model"},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
 	// granite, granitemoe: Granite 3.x, Llama's and Mixtral's layouts with

@@ -78,6 +78,8 @@ CASES = [
     ("glm4v-moe-tiny.json", "", ("Glm4vMoeForConditionalGeneration",)),
     ("glm-5.json", "", ("GlmMoeDsaForCausalLM",)),
     ("gpt-oss-20b.json", "", ("GptOssForCausalLM",)),
+    ("gpt_bigcode-tiny.json", "", ("GPTBigCodeForCausalLM",)),
+    ("gpt_bigcode-tiny-mha.json", "", ("GPTBigCodeForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
     ("granitemoeshared-tiny.json", "", ("GraniteMoeSharedForCausalLM",)),
     ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
