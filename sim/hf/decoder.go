@@ -215,6 +215,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesEachLayer = true
 	case "olmo": // OlmoRotaryEmbedding returns cos and sin in fp32
 		at.RopeTablesDType = units.FP32
+	case "nemotron": // NemotronRotaryEmbedding: partial_rotary_factor of each head, 0.5 by default; the rest cat back
+		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.nemotronRotary()), true
 	case "minimax_m2":
 		at.RopeTablesDim, at.RopeCat = c.minimaxRotary(hd), true
 	}
@@ -226,6 +228,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			return &nn.GemmaNorm{Name: name, Dim: hidden}
 		case f.olmoNorm:
 			return &nn.OlmoNorm{Name: name, Dim: hidden}
+		case f.norm1P:
+			return &nn.Norm{Name: name, Dim: hidden, Bias: true, OnePlus: true}
 		case f.helium:
 			// HeliumRMSNorm: (weight.to(float32) * x32_normed).to(dtype),
 			// the weight's fp32 copy saved with the rows

@@ -6,7 +6,7 @@ package hf
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // phimoe, gpt_oss, granite, granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium and olmo; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, olmo and nemotron; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -63,6 +63,9 @@ type decoderFamily struct {
 	// olmoNorm: OLMo's LayerNorm without weight or bias, in fp32
 	// (nn.OlmoNorm)
 	olmoNorm bool
+	// norm1P: Nemotron's NemotronLayerNorm1P, a LayerNorm with a bias
+	// weighted by weight + 1.0 (nn.Norm.OnePlus)
+	norm1P bool
 	// helium: Helium's attention_bias on q, k and v (o_proj never),
 	// mlp_bias, its RMSNorm weighting the fp32 rows before the cast back
 	// (Olmo2Norm's) and its rope on adjacent pairs, the cos and sin
@@ -131,6 +134,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, qkNorm: true, upDown: true, actDef: "xielu", apertus: true, actKey: "hidden_act"}
 	case "olmo":
 		return decoderFamily{attnBias: true, olmoNorm: true, actKey: "hidden_act"}
+	case "nemotron":
+		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", norm1P: true, actKey: "hidden_act"}
 	case "helium":
 		return decoderFamily{headDimDef: 128, helium: true, actKey: "hidden_act"}
 	case "starcoder2":

@@ -278,6 +278,9 @@ var hfFamilies = []hfFamily{
 		experts:  &hfExperts{}},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
+	// nemotron: Minitron; 4.44.0 is the first wheel with models/nemotron
+	// (4.43.4 has none). decoder.go, nemotron.go.
+	{modelType: "nemotron", prefix: "Nemotron", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 44}},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// olmo: OLMo-1B-hf, OLMo-7B-hf; 4.40.0 is the first wheel with
 	// models/olmo (4.39.3, 4.38.2, 4.38.0 and 4.37.2 have none). decoder.go.

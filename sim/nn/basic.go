@@ -103,6 +103,10 @@ type Norm struct {
 	// copy where Llama's keeps 16-bit rows. Fused kernels (Liger,
 	// Transformer Engine) replace it as they replace Llama's.
 	WeightFP32 bool
+	// OnePlus (LayerNorm only): layer_norm weighted by weight + 1.0, a
+	// new tensor it saves (Nemotron's NemotronLayerNorm1P,
+	// core.Builder.LayerNormOnePlus).
+	OnePlus bool
 }
 
 func (n *Norm) Kind() string {
@@ -132,6 +136,9 @@ func (n *Norm) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if n.RMS {
 		return b.RmsNorm(name, x, n.Dim)
+	}
+	if n.OnePlus {
+		return b.LayerNormOnePlus(name, x, n.Dim, n.Bias)
 	}
 	return b.LayerNorm(name, x, n.Dim, n.Bias)
 }

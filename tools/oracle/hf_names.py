@@ -110,6 +110,7 @@ CASES = [
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
+    ("nemotron-tiny.json", "", ("NemotronForCausalLM",)),
     ("olmo-tiny.json", "", ("OlmoForCausalLM",)),
     ("olmo2-tiny.json", "", ("Olmo2ForCausalLM",)),
     ("olmo3-tiny-full.json", "", ("Olmo3ForCausalLM",)),
