@@ -94,6 +94,11 @@ var hfFamilies = []hfFamily{
 	// DeepSeek-V3's MoE (exaone_moe.go). The 5.1.0 wheel is the first with
 	// models/exaone_moe (5.0.0 has none); 5.1 and 5.2 route in the MoE
 	// block where 5.25 routes in ExaoneMoeTopkRouter, the same tensors.
+	// exaone: EXAONE 3.0 and 3.5 as LlamaForCausalLM; 5.24.0 is the first
+	// wheel with models/exaone (5.23.0, 5.21.0, 5.18.0 and 5.12.0 have
+	// none). exaone.go.
+	{modelType: "exaone", prefix: "Llama", base: "model", heads: decoderHeads, build: buildExaone, since: [2]int{5, 24},
+		sinceWhy: "earlier releases load EXAONE 3.x only with trust_remote_code, LG's own ExaoneForCausalLM (transformer.h.N modules), which memsh does not model"},
 	{modelType: "exaone_moe", prefix: "ExaoneMoe", base: "model", heads: decoderHeads, build: buildExaoneMoe, since: [2]int{5, 1}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
