@@ -52,7 +52,8 @@ func TestNemotronSavesAsTransformers(t *testing.T) {
 // see, as Llama's does (TestGraniteCheckpointSavesAsTransformers): the
 // rotary cos and sin each checkpointed layer is handed, here half a head
 // wide ((1, 32, 8) each: 2,048 bytes in fp32, 1,024 in bf16), and the
-// position_ids (256 bytes), once whatever the depth.
+// position_ids (256 bytes), once whatever the depth; with held at 1
+// layer the harness lists exactly these, 2,304 and 1,280 bytes.
 func TestNemotronCheckpointSavesAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
 		precision string
