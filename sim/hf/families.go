@@ -286,6 +286,10 @@ var hfFamilies = []hfFamily{
 	// nemotron: Minitron; 4.44.0 is the first wheel with models/nemotron
 	// (4.43.4 has none). decoder.go, nemotron.go.
 	{modelType: "nemotron", prefix: "Nemotron", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 44}},
+	// mpt: MPT-7B, MPT-30B; 4.32.0 is the first wheel with models/mpt
+	// (4.31.0 has none; the attention is the same in 4.32.0, 4.40.0,
+	// 4.57.1, 5.0.0 and 5.25.0). mpt.go.
+	{modelType: "mpt", prefix: "Mpt", base: "transformer", heads: decoderHeads, build: buildMPT, noFused: true, since: [2]int{4, 32}},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// olmo: OLMo-1B-hf, OLMo-7B-hf; 4.40.0 is the first wheel with
 	// models/olmo (4.39.3, 4.38.2, 4.38.0 and 4.37.2 have none). decoder.go.

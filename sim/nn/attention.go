@@ -236,6 +236,17 @@ type Attention struct {
 	// ...: zamba2_adapter.go) numbered AdapterIndex; 0 = none.
 	InWidth, AdapterRank, AdapterIndex int64
 
+	// AlibiMaskedFill: MPT's attention (MptAttention, models/mpt/
+	// modeling_mpt.py at transformers 5.25.0), eager only: the scaled
+	// scores plus the model's fp32 ALiBi bias (16-bit scores promote to
+	// fp32), then masked_fill by the bool causal mask the model makes once
+	// a forward (create_causal_mask(...).to(torch.bool)), which masked_fill
+	// saves: one [batch, 1, seq, seq] bool storage for every layer
+	// (attention_alibi.go). AlibiLen is the bias's length, the config's
+	// max_seq_len.
+	AlibiMaskedFill bool
+	AlibiLen        int64
+
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower
 	// (PixtralVision's block mask): what an SDPA kernel given a mask

@@ -138,7 +138,9 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	if a.Softcap > 0 && a.Impl == "eager" {
 		scaled = b.Softcap("softcap", scaled)
 	}
-	if a.Causal || a.bias != nil || a.bidirMasked(seq) {
+	if a.AlibiMaskedFill {
+		scaled = a.alibiMaskedFill(b, scaled, s, scoreShape)
+	} else if a.Causal || a.bias != nil || a.bidirMasked(seq) {
 		ins, name := []core.Value{scaled}, "causal_mask"
 		if a.EagerMask {
 			ins = append(ins, a.forwardMask(b, s, b.Prec.Params, false)) // torch.where over the expanded bool mask: whole

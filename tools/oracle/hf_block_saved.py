@@ -28,7 +28,8 @@
 # is checkpointed (gradient_checkpointing_enable, use_reentrant=False):
 # what the step keeps is then each layer's input, which the checkpoint
 # saves before its own hooks take over. With held it prints, besides,
-# "held": the bytes of the distinct storages handed to the decoder layers
+# "held": the bytes of the distinct storages handed to the decoder layers (the
+# model's ModuleList named layers, encoder.layer or, MPT's, blocks)
 # (their arguments, keyword arguments included: the rotary cos and sin,
 # the 4-D attention mask; the tensors in a mapping, Gemma 3n's and Gemma
 # 4's shared_kv_states, a UserDict, included) that live after the forward
@@ -148,7 +149,7 @@ def note_args(module, args, kwargs):
 
 
 if "held" in sys.argv[7:]:
-    decoder = [m for n, m in model.named_modules() if n.endswith(("layers", "encoder.layer")) and isinstance(m, torch.nn.ModuleList)][0]  # BERT's: encoder.layer
+    decoder = [m for n, m in model.named_modules() if n.endswith(("layers", "encoder.layer", "blocks")) and isinstance(m, torch.nn.ModuleList)][0]  # BERT's: encoder.layer; MPT's: blocks
     for layer in decoder:
         layer.register_forward_pre_hook(note_args, with_kwargs=True)
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):

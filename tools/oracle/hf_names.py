@@ -110,6 +110,7 @@ CASES = [
     ("helium-tiny.json", "", ("HeliumForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
+    ("mpt-tiny.json", "", ("MptForCausalLM",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
     ("nemotron-tiny.json", "", ("NemotronForCausalLM",)),
     ("olmo-tiny.json", "", ("OlmoForCausalLM",)),
