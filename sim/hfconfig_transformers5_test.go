@@ -38,17 +38,19 @@ func TestHFTransformers5Experts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name          string
-		config        []byte
-		version       string
-		experts       string
-		impl          string // the MoE's impl
-		experts0      int64
-		params        []string // parameter names that must be there
-		modules       []string // module paths some op runs in
-		err           string   // an error naming this
-		weightsFP32   bool
-		wantParamsNum int64 // sum(p.numel()) of the record (hf.jsonl "params"), 0 = unchecked
+		name     string
+		config   []byte
+		version  string
+		experts  string
+		impl     string // the MoE's impl
+		experts0 int64
+		params   []string // parameter names that must be there
+		modules  []string // module paths some op runs in
+		// noExpertModules: no op runs in a module under the experts one
+		noExpertModules bool
+		err             string // an error naming this
+		weightsFP32     bool
+		wantParamsNum   int64 // sum(p.numel()) of the record (hf.jsonl "params"), 0 = unchecked
 	}{
 		{name: "qwen3-moe 5.17 default", config: small, version: "5.17.0", impl: nn.MoEGroupedMM, experts0: 32,
 			params:        []string{"model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.gate.weight"},
@@ -66,13 +68,15 @@ func TestHFTransformers5Experts(t *testing.T) {
 			modules:       []string{"model.layers.0.block_sparse_moe.experts.0.w2"},
 			wantParamsNum: 795_427_840},
 		// transformers 5's MixtralExperts and PhimoeExperts hold
-		// gate_up_proj and down_proj, no w1, w2, w3 (hfExperts.noWNames):
-		// the eager loop's per-expert modules are named as every other
-		// family's, the down projection by its parameter.
+		// gate_up_proj and down_proj, no w1, w2, w3 (hfExperts.noWNames),
+		// and no module per expert: the eager loop runs in the experts
+		// module itself, F.linear on gate_up_proj[expert_idx] and
+		// down_proj[expert_idx] (modeling_mixtral.py MixtralExperts.forward
+		// at 5.25.0), so its ops are that module's (noExpertModules).
 		{name: "mixtral 5.17 eager", config: mixtral, version: "5.17.0", experts: "eager", impl: nn.MoEFusedLoop, experts0: 8, weightsFP32: true,
-			params: []string{"model.layers.0.mlp.experts.down_proj"}, modules: []string{"model.layers.0.mlp.experts.0.down_proj", "model.layers.0.mlp.experts.7.gate_proj"}},
+			params: []string{"model.layers.0.mlp.experts.down_proj"}, modules: []string{"model.layers.0.mlp.experts"}, noExpertModules: true},
 		{name: "phimoe 5.17 eager", config: phimoe, version: "5.17.0", experts: "eager", impl: nn.MoEFusedLoop, experts0: 16,
-			params: []string{"model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.router.weight"}, modules: []string{"model.layers.0.mlp.experts.0.down_proj"}},
+			params: []string{"model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.router.weight"}, modules: []string{"model.layers.0.mlp.experts"}, noExpertModules: true},
 		{name: "experts= before 5.0", config: mixtral, version: "4.57.1", experts: "eager", err: "needs transformers 5.0"},
 		{name: "experts= on a dense model", config: dense, version: "5.17.0", experts: "eager", err: `model_type "llama" has no MoE blocks`},
 		{name: "unknown experts=", config: mixtral, version: "5.17.0", experts: "batched_mm", err: `experts must be "grouped_mm" or "eager"`},
@@ -124,6 +128,9 @@ func TestHFTransformers5Experts(t *testing.T) {
 			ran := map[string]bool{}
 			for _, op := range prog.Ops {
 				ran[op.Module] = true
+				if tc.noExpertModules && strings.Contains(op.Module, ".experts.") {
+					t.Errorf("%s runs in %s: the experts module has no module per expert", op.Name, op.Module)
+				}
 				if w := op.Module[strings.LastIndexByte(op.Module, '.')+1:]; (w == "w1" || w == "w2" || w == "w3") && !strings.HasPrefix(tc.version, "4.") {
 					t.Errorf("%s: transformers %s has no module %s", op.Name, tc.version, op.Module)
 				}

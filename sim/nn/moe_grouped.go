@@ -242,12 +242,9 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 // (core.Builder.ParamLoRA; NoValue: none): it requires grad, so the
 // matmul saves its input, and the slice when the input needs a gradient.
 func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in, out int64, p, bias int32, merged core.Value) core.Value {
-	op := ""
-	if m.GLUParams { // DbrxExpertGLU's matmuls run in its own module (the experts' mlp): name the op, not a module
-		op = name
-	} else {
-		defer b.Scope(name)()
-	}
+	// A 3-D weight is no module: its matmul runs in the experts module
+	// (DbrxExpertGLU's in its own, the experts' mlp), named by the weight.
+	op := name
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute

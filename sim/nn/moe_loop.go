@@ -76,7 +76,12 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 // loopExpert lowers one pass of the loop for expert e with n tokens and
 // reports whether its output requires grad.
 func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, mask, acc core.Value, fw *fusedWeights) bool {
-	if !m.GLUParams { // DbrxExperts runs its loop in itself, DbrxExpertGLU each expert's MLP (expertFfn)
+	// nn.Linear experts run in their own modules (experts.<e>); the loop
+	// over 3-D weights (fused_loop: transformers 5's "eager"
+	// experts_implementation) runs in the experts module itself, as
+	// DbrxExperts runs its loop (DbrxExpertGLU each expert's MLP:
+	// expertFfn)
+	if fw == nil {
 		defer b.Scope(core.Itoa(e))()
 	}
 	w := b.AddOp("where", "where", []core.Value{mask})
