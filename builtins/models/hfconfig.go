@@ -194,7 +194,48 @@ func HfConfigBuiltins() []host.Builtin {
 			"mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\"; falcon_mamba (falcon-mamba-7b, transformers 5.25) always runs that PyTorch loop (5.25 has no fused path for its weightless dt, B and C norms; no SDPA path: attn=\"sdpa\" runs as eager). transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
-			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: phi needs 4.37, starcoder2 and cohere 4.39, stablelm 4.38 (before 4.40 without SDPA: attn=\"sdpa\" runs eager; use_parallel_residual refused), olmo 4.40, nemotron 4.44, gpt_bigcode 4.54, exaone 5.24, mpt 4.32, deberta-v2 4.53, cohere2 4.48, cohere2_moe 5.12, lfm2 4.54, lfm2_moe 5.0, glm (GLM-4-9B) 4.46, glm4 (GLM-4-0414) 4.51, hunyuan_v1_dense and hunyuan_v1_moe 4.56, minimax_m2 and afmoe 5.0, dots1 and arcee 4.53, longcat_flash 5.25, mistral4 5.15, solar_open 5.0, exaone_moe 5.1, dbrx 5.15, falcon_mamba 5.25, bamba 4.48, apertus 4.56, granite, granitemoe and olmoe 4.45, flex_olmo 4.57, granitemoeshared 4.49, granitemoehybrid 4.52, falcon_h1, smollm3 and glm4v 4.53, glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, seed_oss 4.56, helium 4.49, olmo3 and ministral 4.57, gemma3n and gemma3n_text 5.6 (below), glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
+			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: " +
+			"phi needs 4.37, " +
+			"starcoder2 and cohere 4.39, " +
+			"stablelm 4.38 (before 4.40 without SDPA: attn=\"sdpa\" runs eager; use_parallel_residual refused), " +
+			"olmo 4.40, " +
+			"nemotron 4.44, " +
+			"gpt_bigcode 4.54, " +
+			"exaone 5.24, " +
+			"mpt 4.32, " +
+			"deberta-v2 4.53, " +
+			"cohere2 4.48, " +
+			"cohere2_moe 5.12, " +
+			"lfm2 4.54, " +
+			"lfm2_moe 5.0, " +
+			"glm (GLM-4-9B) 4.46, " +
+			"glm4 (GLM-4-0414) 4.51, " +
+			"hunyuan_v1_dense and hunyuan_v1_moe 4.56, " +
+			"minimax_m2 and afmoe 5.0, " +
+			"dots1 and arcee 4.53, " +
+			"longcat_flash 5.25, " +
+			"mistral4 5.15, " +
+			"solar_open 5.0, " +
+			"exaone_moe 5.1, " +
+			"dbrx 5.15, " +
+			"falcon_mamba 5.25, " +
+			"bamba 4.48, " +
+			"apertus 4.56, " +
+			"granite, granitemoe and olmoe 4.45, " +
+			"flex_olmo 4.57, " +
+			"granitemoeshared 4.49, " +
+			"granitemoehybrid 4.52, " +
+			"falcon_h1, smollm3 and glm4v 4.53, " +
+			"glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, " +
+			"seed_oss 4.56, " +
+			"helium 4.49, " +
+			"olmo3 and ministral 4.57, " +
+			"gemma3n and gemma3n_text 5.6 (below), " +
+			"glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, " +
+			"5.11, " +
+			"and glm_moe_dsa, GLM-5, 5.2, " +
+			"both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, " +
+			"eager only " +
 			"(attn=\"sdpa\" runs eager): hc_mult residual streams mixed by hyper-connections, sliding, compressed sparse (with an indexer) or heavily compressed attention by layer_types or compress_ratios, " +
 			"hash-routed then top-k sqrt-softplus MoE layers with clamped SwiGLU experts, its MTP layer not built; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); train(videos=) is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
