@@ -338,6 +338,11 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
 	// seed_oss: transformers 4.56 (decoder.go).
+	// sarvam_moe: Sarvam AI's sarvam-30b, run as Glm4MoeForCausalLM under
+	// SarvamMoEConfig (sarvam_moe.go); the 5.24.0 wheel is the first with
+	// models/sarvam_moe (absent from 5.23.0), its config class 5.25.0's but
+	// for the tensor-parallel plan, its Glm4Moe modelling 5.25.0's.
+	{modelType: "sarvam_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoEAlias, since: [2]int{5, 24}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "seed_oss", prefix: "SeedOss", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},
 	// smollm3: transformers 4.53 (the SmolLM3-3B card: "The modeling code
 	// for SmolLM3 is available in transformers v4.53.0"). smollm3.go.
