@@ -172,6 +172,13 @@ var hfFamilies = []hfFamily{
 		sinceWhy: "4.53 and earlier run GPTBigCodeAttention's own _attn (baddbmm, a masked fp32 softmax by torch.where) and GPTBigCodeSdpaAttention, which memsh does not model"},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// gptj: GPT-J-6B; 5.24.0 is the first wheel whose GPTJAttention runs
+	// eager_attention_forward and the attention interface (SDPA) and whose
+	// model makes sin and cos once a forward (GPTJRotaryEmbedding; 4.53.0
+	// to 5.23.0 have its own _attn and GPTJFlashAttention2; 5.24.0 reads
+	// as 5.25.0). gptj.go.
+	{modelType: "gptj", prefix: "GPTJ", base: "transformer", heads: decoderHeads, build: buildGPTJ, since: [2]int{5, 24},
+		sinceWhy: "5.23 and earlier run GPTJAttention's own _attn (no SDPA) and GPTJFlashAttention2, each layer slicing sin and cos from embed_positions itself, which memsh does not model"},
 	// granite, granitemoe: Granite 3.x, Llama's and Mixtral's layouts with
 	// muP multipliers (granite.go); the 4.45.0 wheel is the first with
 	// models/granite and models/granitemoe (absent from 4.44.2).

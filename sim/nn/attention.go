@@ -169,6 +169,16 @@ type Attention struct {
 	// (RecurrentGemma's temporal_block.rotary_emb): recomputed under the
 	// layer's checkpoint, held by nothing outside it.
 	RopeTablesOwn bool
+	// RopeTablesEachCall: GPT-J's rotary (GPTJRotaryEmbedding and
+	// apply_rotary_pos_emb, models/gptj/modeling_gptj.py at transformers
+	// 5.25.0): the forward's sin and cos are the two halves of one
+	// [1, seq, RopeTablesDim] table (embed_positions[position_ids], cast to
+	// the embeddings' dtype, split), and each apply_rotary_pos_emb call,
+	// q's and k's apart, repeat_interleaves them into a full-width pair of
+	// its own, [1, seq, 1, RopeTablesDim] each, which its products save:
+	// four tables a layer, made inside it (recomputed under its
+	// checkpoint).
+	RopeTablesEachCall bool
 	// RopeCat: the rotary embedding ends in torch.cat of the rotated dims
 	// and the passed ones (Phi-3's, GPT-NeoX's, GLM-4.5's and
 	// Qwen3-Next's apply_rotary_pos_emb), which leaves q contiguous head
@@ -246,6 +256,13 @@ type Attention struct {
 	// max_seq_len.
 	AlibiMaskedFill bool
 	AlibiLen        int64
+	// QKFP32: eager attention multiplies q and k cast to fp32
+	// (GPT-J's eager_attention_forward, models/gptj/modeling_gptj.py at
+	// transformers 5.25.0: matmul(query.to(torch.float32),
+	// key.to(torch.float32).transpose(2, 3))): in 16-bit the fp32 copies
+	// are what the product saves, the scores, the mask's sum and the
+	// softmax are fp32, and the probabilities are cast to v's dtype.
+	QKFP32 bool
 
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower

@@ -107,7 +107,23 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		if l.foldIsView(batch, h) {
 			return x
 		}
-		return b.Out(i, name, headShape, dt, why)
+		return b.Out(i, name, headShape, b.Dtype(x), why)
+	}
+	sdt := dt // the scores' dtype
+	if a.QKFP32 && dt != units.FP32 {
+		// query.to(torch.float32), key.to(torch.float32): dense copies
+		// keep their operand's strides (preserve_format); k's stride-0
+		// expansion becomes every head, contiguous (castHeads).
+		q = b.Cast(q, units.FP32, "fp32 copy of q for q @ k^T (GPT-J's eager attention)")
+		if kl == expandedHeads {
+			i := b.AddOp("cast", "to_fp32", []core.Value{k})
+			b.Op(i).Bytes += float64(b.Val(k).Bytes)
+			k = b.Out(i, "k_expanded.fp32", headShape, units.FP32, "fp32 copy of k expanded to every head")
+			kl = headMajor
+		} else {
+			k = b.Cast(k, units.FP32, "fp32 copy of k for q @ k^T (GPT-J's eager attention)")
+		}
+		sdt = units.FP32
 	}
 	// q @ k^T: bmm saves each operand only when the other needs a gradient
 	// (derivatives.yaml: bmm's self gradient reads mat2 and mat2's reads
@@ -116,7 +132,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	i := b.AddOp("matmul", "qk", []core.Value{q, k})
 	qc := fold(i, q, seqMajor, "q_copy", "contiguous q copy saved by bmm")
 	kc := fold(i, k, kl, "kT_copy", "contiguous k^T copy (all heads) saved by bmm")
-	scores := b.Out(i, "scores", scoreShape, dt, "attention scores")
+	scores := b.Out(i, "scores", scoreShape, sdt, "attention scores")
 	if b.Grad(k) {
 		b.Save(i, qc)
 	}
@@ -128,7 +144,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
 	// saves nothing (Runtime.ScalarOperandSaved).
 	j := b.AddOp("div", "scale", []core.Value{scores})
-	scaled := b.Out(j, "scaled", scoreShape, dt, "scaled attention scores")
+	scaled := b.Out(j, "scaled", scoreShape, sdt, "scaled attention scores")
 	b.Op(j).Bytes += float64(b.Val(scores).Bytes) // a pointwise kernel reads what it writes
 	if b.Rt.ScalarOperandSaved {
 		scalar := b.Out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
@@ -152,7 +168,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		for _, x := range ins {
 			b.Op(m).Bytes += float64(b.Val(x).Bytes)
 		}
-		scaled = b.Out(m, "masked", scoreShape, dt, "masked attention scores")
+		scaled = b.Out(m, "masked", scoreShape, sdt, "masked attention scores")
 	}
 	if a.MaskAdd {
 		m := b.AddOp("add", "attention_mask", []core.Value{scaled})

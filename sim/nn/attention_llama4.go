@@ -43,7 +43,7 @@ func (a *Attention) chunkMasked(seq int64) bool { return a.Chunk > 0 && seq >= a
 func (a *Attention) rotate(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
 	if !a.RopeComplex {
 		if a.RopeTables != "" && !b.MegatronKernels() { // TE's fused rope saves its own freqs
-			return rope(b, name, x, shape, a.ropeTables(b, shape)...)
+			return rope(b, name, x, shape, a.ropeTables(b, name, shape)...)
 		}
 		return rope(b, name, x, shape)
 	}

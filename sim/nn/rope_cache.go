@@ -71,8 +71,9 @@ func rope(b *core.Builder, name string, x core.Value, shape []int64, tables ...c
 // partial rotary, half for gpt-oss). Gemma 3 has two pairs
 // (Gemma3TextModel.forward makes position_embeddings[layer_type] for each
 // layer type: the local layers' from rope_local_base_freq). x is q's or
-// k's shape, [..., seq, heads x head_dim].
-func (a *Attention) ropeTables(b *core.Builder, x []int64) []core.Value {
+// k's shape, [..., seq, heads x head_dim]; name is "q" or "k"
+// (RopeTablesEachCall makes a pair for each).
+func (a *Attention) ropeTables(b *core.Builder, name string, x []int64) []core.Value {
 	dt := a.RopeTablesDType
 	if dt == units.InvalidDType {
 		dt = b.Prec.Params
@@ -88,6 +89,12 @@ func (a *Attention) ropeTables(b *core.Builder, x []int64) []core.Value {
 	shape := []int64{rows, seq, w}
 	if a.RopeTablesOwn {
 		out, _ := tables(b, a.RopeTables, dt, shape, nil, "the rotary %s this layer's own rotary_emb makes, saved by its rope", "cos", "sin")
+		return out
+	}
+	if a.RopeTablesEachCall {
+		half := []int64{rows, seq, w / 2}
+		once := forwardTables(b, a.RopeTables, dt, half, "cos", "sin")
+		out, _ := tables(b, b.Concat(b.Name(a.RopeTables), ".", name), dt, shape, once, "the rotary %s repeat_interleaved for "+name+" (apply_rotary_pos_emb), saved by its products", "cos", "sin")
 		return out
 	}
 	once := forwardTables(b, a.RopeTables, dt, shape, "cos", "sin")

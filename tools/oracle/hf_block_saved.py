@@ -29,7 +29,8 @@
 # what the step keeps is then each layer's input, which the checkpoint
 # saves before its own hooks take over. With held it prints, besides,
 # "held": the bytes of the distinct storages handed to the decoder layers (the
-# model's ModuleList named layers, encoder.layer or, MPT's, blocks)
+# model's ModuleList named layers, encoder.layer or, MPT's, blocks, or
+# GPT-J's transformer.h)
 # (their arguments, keyword arguments included: the rotary cos and sin,
 # the 4-D attention mask; the tensors in a mapping, Gemma 3n's and Gemma
 # 4's shared_kv_states, a UserDict, included) that live after the forward
@@ -149,7 +150,7 @@ def note_args(module, args, kwargs):
 
 
 if "held" in sys.argv[7:]:
-    decoder = [m for n, m in model.named_modules() if n.endswith(("layers", "encoder.layer", "blocks")) and isinstance(m, torch.nn.ModuleList)][0]  # BERT's: encoder.layer; MPT's: blocks
+    decoder = [m for n, m in model.named_modules() if n.endswith(("layers", "encoder.layer", "blocks", "transformer.h")) and isinstance(m, torch.nn.ModuleList)][0]  # BERT's: encoder.layer; MPT's: blocks; GPT-J's: transformer.h
     for layer in decoder:
         layer.register_forward_pre_hook(note_args, with_kwargs=True)
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):

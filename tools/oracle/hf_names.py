@@ -81,6 +81,7 @@ CASES = [
     ("gpt-oss-20b.json", "", ("GptOssForCausalLM",)),
     ("gpt_bigcode-tiny.json", "", ("GPTBigCodeForCausalLM",)),
     ("gpt_bigcode-tiny-mha.json", "", ("GPTBigCodeForCausalLM",)),
+    ("gptj-tiny.json", "", ("GPTJForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
     ("granitemoeshared-tiny.json", "", ("GraniteMoeSharedForCausalLM",)),
     ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
