@@ -35,25 +35,39 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	attnPart := []core.Layer{
-		&nn.Norm{Name: "ln_1", Dim: hidden, Bias: true},
-		&nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
-			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, QKVName: "c_attn", OutName: "c_proj", SoftmaxFP32: upcast, EagerMask: true},
-	}
+	at := &nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
+		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, QKVName: "c_attn", OutName: "c_proj", SoftmaxFP32: upcast, EagerMask: true}
+	return c.gpt2Stack(head, at, after, gpt2Sizes{hidden: hidden, inner: inner, vocab: vocab, positions: positions, layers: layers,
+		act: act, residDrop: po, embedDrop: pe, tie: tie})
+}
+
+// gpt2Sizes are what gpt2Stack builds around the attention.
+type gpt2Sizes struct {
+	hidden, inner, vocab, positions, layers int64
+	act                                     string
+	residDrop, embedDrop                    float64
+	tie                                     bool
+}
+
+// gpt2Stack is GPT-2's layout around the attention at (GPT-2's and
+// GPTBigCode's): wte + wpe (learned positions), drop, h: x + after(at(ln_1(x)));
+// x + mlp(ln_2(x)) with c_fc and c_proj, ln_f.
+func (c *hfConfig) gpt2Stack(head hfHead, at *nn.Attention, after []core.Layer, s gpt2Sizes) *core.Model {
+	attnPart := append([]core.Layer{&nn.Norm{Name: "ln_1", Dim: s.hidden, Bias: true}, at}, after...)
 	block := seq(
-		res(append(attnPart, after...)...),
-		res(&nn.Norm{Name: "ln_2", Dim: hidden, Bias: true},
-			&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po, InName: "c_fc", OutName: "c_proj"}),
+		res(attnPart...),
+		res(&nn.Norm{Name: "ln_2", Dim: s.hidden, Bias: true},
+			&nn.MLP{Name: "mlp", Dim: s.hidden, Hidden: s.inner, Act: s.act, Bias: true, Dropout: s.residDrop, InName: "c_fc", OutName: "c_proj"}),
 	)
 	ls := []core.Layer{
-		&nn.Embedding{Name: "wte", Rows: vocab, Dim: hidden},
-		&nn.AddEmbedding{Name: "wpe", Rows: positions, Dim: hidden, MaxSeq: positions},
+		&nn.Embedding{Name: "wte", Rows: s.vocab, Dim: s.hidden},
+		&nn.AddEmbedding{Name: "wpe", Rows: s.positions, Dim: s.hidden, MaxSeq: s.positions},
 	}
-	if pe > 0 {
-		ls = append(ls, &nn.Dropout{Name: "drop", P: pe})
+	if s.embedDrop > 0 {
+		ls = append(ls, &nn.Dropout{Name: "drop", P: s.embedDrop})
 	}
-	ls = append(ls, &core.Repeat{Name: "h", Layer: block, N: layers}, &nn.Norm{Name: "ln_f", Dim: hidden, Bias: true})
-	return c.finish(head, ls, vocab, tie)
+	ls = append(ls, &core.Repeat{Name: "h", Layer: block, N: s.layers}, &nn.Norm{Name: "ln_f", Dim: s.hidden, Bias: true})
+	return c.finish(head, ls, s.vocab, s.tie)
 }
 
 // buildGPTNeoX follows transformers/models/gpt_neox/modeling_gpt_neox.py

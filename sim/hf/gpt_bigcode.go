@@ -51,24 +51,9 @@ func buildGPTBigCode(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	attnPart := []core.Layer{
-		&nn.Norm{Name: "ln_1", Dim: hidden, Bias: true},
-		&nn.Attention{Name: "attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: true, OutBias: true,
-			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, RepeatKV: mq, QKVName: "c_attn", OutName: "c_proj",
-			SoftmaxFP32: true, EagerMask: true},
-	}
-	block := seq(
-		res(append(attnPart, after...)...),
-		res(&nn.Norm{Name: "ln_2", Dim: hidden, Bias: true},
-			&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po, InName: "c_fc", OutName: "c_proj"}),
-	)
-	ls := []core.Layer{
-		&nn.Embedding{Name: "wte", Rows: vocab, Dim: hidden},
-		&nn.AddEmbedding{Name: "wpe", Rows: positions, Dim: hidden, MaxSeq: positions},
-	}
-	if pe > 0 {
-		ls = append(ls, &nn.Dropout{Name: "drop", P: pe})
-	}
-	ls = append(ls, &core.Repeat{Name: "h", Layer: block, N: layers}, &nn.Norm{Name: "ln_f", Dim: hidden, Bias: true})
-	return c.finish(head, ls, vocab, tie)
+	at := &nn.Attention{Name: "attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: true, OutBias: true,
+		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, RepeatKV: mq, QKVName: "c_attn", OutName: "c_proj",
+		SoftmaxFP32: true, EagerMask: true}
+	return c.gpt2Stack(head, at, after, gpt2Sizes{hidden: hidden, inner: inner, vocab: vocab, positions: positions, layers: layers,
+		act: act, residDrop: po, embedDrop: pe, tie: tie})
 }
