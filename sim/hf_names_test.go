@@ -2,6 +2,8 @@ package sim
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,8 +41,9 @@ func TestHFNamesAsTransformers(t *testing.T) {
 	var trees []hfTree
 	if survey := os.Getenv("MEMSH_HF_NAMES"); survey != "" {
 		trees = readJSONL[hfTree](t, survey)
-	} else if trees = readJSONL[hfTree](t, "hf_names.jsonl"); len(trees) < 94 {
-		t.Fatalf("%d model classes in testdata/hf_names.jsonl, want the 94 hf_names.py writes", len(trees))
+	} else {
+		trees = readJSONL[hfTree](t, "hf_names.jsonl")
+		checkHFNamesCases(t, trees)
 	}
 	// The tiny LFM2-VL towers' patches need their processor's options.
 	processors := map[string][]byte{"lfm2_vl-tiny.json": lfm2VLProcessor(""), "lfm2_vl-nonorm-tiny.json": lfm2VLProcessor(""), "lfm2_vl-moe-tiny.json": lfm2VLProcessor("")}
@@ -211,5 +214,38 @@ func TestQwen3VLDeepstackModule(t *testing.T) {
 	}
 	if want := []string{"model.language_model", "model.language_model"}; !slices.Equal(modules, want) {
 		t.Errorf("deepstack ops run in %q, want %q (the tiny config's 2 deepstack features)", modules, want)
+	}
+}
+
+// hfNamesCase is a config of tools/oracle/hf_names.py's CASES list.
+var hfNamesCase = regexp.MustCompile(`(?m)^\s+\("([^"]+\.json)",`)
+
+// checkHFNamesCases: every config hf_names.py's CASES names has its lines
+// in testdata/hf_names.jsonl, and every line's config is one of them (the
+// file is what the script writes, no more, no less).
+func checkHFNamesCases(t *testing.T, trees []hfTree) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "tools", "oracle", "hf_names.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]bool{}
+	for _, m := range hfNamesCase.FindAllStringSubmatch(string(src), -1) {
+		cases[m[1]] = true
+	}
+	if len(cases) < 100 {
+		t.Fatalf("%d configs read from hf_names.py's CASES: the pattern no longer matches its lines", len(cases))
+	}
+	have := map[string]bool{}
+	for _, tr := range trees {
+		have[tr.Config] = true
+		if !cases[tr.Config] {
+			t.Errorf("hf_names.jsonl has %s, which hf_names.py's CASES do not name", tr.Config)
+		}
+	}
+	for c := range cases {
+		if !have[c] {
+			t.Errorf("hf_names.py's CASES name %s, which hf_names.jsonl lacks: run tools/oracle/hf_names.py", c)
+		}
 	}
 }
