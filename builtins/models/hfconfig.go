@@ -187,6 +187,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mistral4 (Mistral Small 4's text model; transformers 5.15, \"sdpa\" or \"flash\") is DeepSeek-V3's MLA and MoE layout with q scaled by position (rope_parameters' llama_4_scaling_beta) " +
 			"and a softmax router in the model's dtype (mlp.gate: group-limited top-k, renormalised, times routed_scaling_factor; no correction bias, nothing kept fp32). " +
 			"sarvam_moe (sarvam-30b, transformers 5.24) is built as Glm4MoeForCausalLM, GLM-4.5's model, under SarvamMoEConfig: num_experts, num_shared_experts and use_qkv_bias read as n_routed_experts, n_shared_experts and attention_bias, the whole head rotated (partial_rotary_factor 1.0, or rope_parameters'), head_dim 64 and q and k normed by default. " +
+			"param2moe (Param2-17B-A2.4B, transformers 5.25) is the same under Param2MoeConfig, whose defaults differ (64 experts, two shared, a tied head). " +
 			"solar_open (Solar-Open-100B, transformers 5.0) is GLM-4.5's MoE (sigmoid router with the correction bias, shared experts) in every layer behind Llama's attention (head_dim 128 by default). " +
 			"exaone_moe (K-EXAONE, transformers 5.1) is EXAONE 4.0's attention (q and k normed per head, sliding layers, unrotated global ones) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (num_experts, num_shared_experts). " +
 			"cohere2_moe (transformers 5.12) is Cohere 2's parallel layer with head_dim from the config, RMSNorm where rms_norm_eps is set, dense MLPs (first_k_dense_replace, mlp_layer_types) and MoE ones (top-k softmax router, Mixtral's experts, num_shared_experts averaged or summed); expert_selection_fn \"sigmoid\" is refused. " +
@@ -220,6 +221,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mistral4 5.15, " +
 			"solar_open 5.0, " +
 			"sarvam_moe 5.24, " +
+			"param2moe 5.25, " +
 			"exaone_moe 5.1, " +
 			"dbrx 5.15, " +
 			"falcon_mamba 5.25, " +

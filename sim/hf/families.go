@@ -318,6 +318,10 @@ var hfFamilies = []hfFamily{
 	// phi: Phi-1, Phi-1.5, Phi-2; transformers 4.37 (the phi-2 card:
 	// integrated in "the development version (4.37.0.dev) of
 	// transformers"). phi.go.
+	// param2moe: BharatGen's Param2-17B-A2.4B, run as Glm4MoeForCausalLM
+	// under Param2MoeConfig (sarvam_moe.go); the 5.25.0 wheel is the first
+	// with models/param2moe (absent from 5.24.0).
+	{modelType: "param2moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoEAlias, since: [2]int{5, 25}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "phi", prefix: "Phi", base: "model", heads: decoderHeads, build: buildPhi, since: [2]int{4, 37}},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},

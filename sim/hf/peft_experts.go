@@ -7,7 +7,7 @@ package hf
 // with PEFT's own "mixtral" entry (peft/utils/transformers_weight_conversion.py
 // at 0.21.2). qwen2_moe itself is no key of that map, so PEFT converts
 // nothing of Qwen2-MoE (nor of gpt_oss, phimoe, granitemoe, jamba,
-// llama4, lfm2_moe, qwen3_vl_moe, nor sarvam_moe, whose conversion is
+// llama4, lfm2_moe, qwen3_vl_moe, nor sarvam_moe and param2moe, whose conversion is
 // registered by model_type alone: their 3-D experts get no adapters).
 var peftExperts = map[string]string{
 	"mixtral": "mixtral", "minimax": "mixtral", "minimax_m2": "mixtral",

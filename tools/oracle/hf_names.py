@@ -135,6 +135,7 @@ CASES = [
     ("qwen3-vl-tiny.json", "", ("Qwen3VLForConditionalGeneration",)),
     ("qwen3.5-vl-tiny.json", "", ("Qwen3_5ForConditionalGeneration",)),
     ("qwen3.5-35b-a3b.json", "", ("Qwen3_5MoeForConditionalGeneration",)),
+    ("param2moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("sarvam_moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
