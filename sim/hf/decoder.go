@@ -316,11 +316,13 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		attnPart := []core.Layer{norm(attnNorm), a}
 		attnPart = append(attnPart, afterAttn...)
 		if f.gemma >= 2 {
-			attnPart = append(attnPart, norm("post_attention_layernorm"))
+			if !f.noPostNorms {
+				attnPart = append(attnPart, norm("post_attention_layernorm"))
+			}
 			mlpNorm = "pre_feedforward_layernorm"
 		}
 		mlpPart := []core.Layer{norm(mlpNorm), ff}
-		if f.gemma >= 2 {
+		if f.gemma >= 2 && !f.noPostNorms {
 			mlpPart = append(mlpPart, norm("post_feedforward_layernorm"))
 		}
 		if f.mup {

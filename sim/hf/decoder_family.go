@@ -4,7 +4,7 @@ package hf
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// phimoe, gpt_oss, granite, granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
+// vaultgemma, phimoe, gpt_oss, granite, granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
 // (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, olmo and nemotron; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
@@ -74,6 +74,11 @@ type decoderFamily struct {
 	// apertus: Apertus's norms named attention_layernorm and
 	// feedforward_layernorm (ApertusDecoderLayer)
 	apertus bool
+	// noPostNorms: Gemma 2's layer without its post_attention_layernorm
+	// and post_feedforward_layernorm, input_layernorm and
+	// pre_feedforward_layernorm alone (VaultGemmaDecoderLayer,
+	// models/vaultgemma/modeling_vaultgemma.py at 5.25.0)
+	noPostNorms bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -98,6 +103,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 1, actKey: "hidden_activation"}
 	case "gemma2":
 		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 2, windows: true, windowDef: 4096, actKey: "hidden_activation"}
+	case "vaultgemma":
+		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 2, noPostNorms: true, windows: true, windowDef: 4096, actKey: "hidden_activation"}
 	case "gemma3_text":
 		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 3, qkNorm: true, windows: true, windowDef: 4096, actKey: "hidden_activation"}
 	case "phi3":

@@ -141,6 +141,13 @@ var hfFamilies = []hfFamily{
 	{modelType: "flex_olmo", prefix: "FlexOlmo", base: "model", heads: decoderHeads, build: buildFlexOlmo, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
+	// vaultgemma: Google's VaultGemma 1B, Gemma 2 without the post-norms
+	// (decoder_family.go's noPostNorms). The 4.57.0 wheel is the first
+	// with models/vaultgemma (4.56.2 has none); like Gemma 2 its SDPA path
+	// goes in 5.21 (VaultGemmaPreTrainedModel._supports_sdpa True in
+	// 4.57.0, 4.57.1, 5.0.0, 5.12.0, 5.18.0 and 5.20.0, False, "sdpa does
+	// not support softcapping", in 5.21.0, 5.23.0 and 5.25.0).
+	{modelType: "vaultgemma", prefix: "VaultGemma", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 57}, sdpaUntil: [2]int{5, 21}},
 	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash
 	// path (Gemma3Model._supports_flash_attn = False: flash-attn drops the
 	// bidirectional mask over image tokens). gemma3.go.

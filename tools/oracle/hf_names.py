@@ -145,6 +145,7 @@ CASES = [
     ("stablelm-tiny-parallel.json", "", ("StableLmForCausalLM",)),
     ("starcoder2-tiny.json", "", ("Starcoder2ForCausalLM",)),
     ("starcoder2-tiny-dropout.json", "", ("Starcoder2ForCausalLM",)),
+    ("vaultgemma-tiny.json", "", ("VaultGemmaForCausalLM",)),
     ("zamba2-tiny.json", "", ("Zamba2ForCausalLM",)),
     ("recurrent_gemma-tiny.json", "", ("RecurrentGemmaForCausalLM",)),
 ]
