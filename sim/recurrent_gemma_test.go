@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -12,17 +11,7 @@ import (
 // recurrentGemmaConfig is recurrent_gemma-tiny.json cut to layers (its
 // block_types repeat over the layers: recurrent, recurrent, attention).
 func recurrentGemmaConfig(t *testing.T, layers int64) []byte {
-	t.Helper()
-	var cfg map[string]any
-	if err := json.Unmarshal(readHF(t, "recurrent_gemma-tiny.json"), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["num_hidden_layers"] = layers
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return ropeConfig(t, "recurrent_gemma-tiny.json", layers, nil)
 }
 
 // What a RecurrentGemma model keeps for backward, against transformers

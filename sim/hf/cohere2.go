@@ -44,16 +44,8 @@ func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
 	if !v1 {
 		hd = hidden / max(heads, 1) // Cohere2Config sets head_dim so
 	}
-	c.object("rope_scaling")
-	c.object("rope_parameters")
-	tie := c.flag("tie_word_embeddings", true)
-	bias := c.flag("attention_bias", false)
-	act := c.mlpAct("hidden_act", "silu", true)
-	drop := c.prob("attention_dropout", 0)
-	scale := c.number("logit_scale", 0.0625)
-	if !(scale > 0) {
-		c.fail("logit_scale", "must be a positive number (got %g): the head multiplies the logits by it", scale)
-	}
+	k := c.cohereKeys()
+	tie, bias, act, drop, scale := k.tie, k.bias, k.act, k.drop, k.scale
 	var window int64
 	sliding := make([]bool, max(layers, 0))
 	if !v1 {
@@ -90,4 +82,23 @@ func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
 		m.LogitScale = 1 / scale // Model.LogitScale divides; Cohere2ForCausalLM multiplies
 	}
 	return m
+}
+
+// cohereKeys are the keys Cohere's decoders (cohere, cohere2,
+// cohere2_moe) read alike around their layers.
+type cohereKeys struct {
+	tie, bias   bool
+	act         string
+	drop, scale float64
+}
+
+func (c *hfConfig) cohereKeys() cohereKeys {
+	c.object("rope_scaling")
+	c.object("rope_parameters")
+	k := cohereKeys{tie: c.flag("tie_word_embeddings", true), bias: c.flag("attention_bias", false),
+		act: c.mlpAct("hidden_act", "silu", true), drop: c.prob("attention_dropout", 0), scale: c.number("logit_scale", 0.0625)}
+	if !(k.scale > 0) {
+		c.fail("logit_scale", "must be a positive number (got %g): the head multiplies the logits by it", k.scale)
+	}
+	return k
 }

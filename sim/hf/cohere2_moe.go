@@ -39,16 +39,8 @@ import (
 func buildCohere2Moe(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 128)
-	c.object("rope_scaling")
-	c.object("rope_parameters")
-	tie := c.flag("tie_word_embeddings", true)
-	bias := c.flag("attention_bias", false)
-	act := c.mlpAct("hidden_act", "silu", true)
-	drop := c.prob("attention_dropout", 0)
-	scale := c.number("logit_scale", 0.0625)
-	if !(scale > 0) {
-		c.fail("logit_scale", "must be a positive number (got %g): the head multiplies the logits by it", scale)
-	}
+	k := c.cohereKeys()
+	tie, bias, act, drop, scale := k.tie, k.bias, k.act, k.drop, k.scale
 	var window int64
 	if !c.null("sliding_window") {
 		window = c.sizeOr("sliding_window", 4096)

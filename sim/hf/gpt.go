@@ -17,28 +17,33 @@ import (
 // projection, c_proj its output; the MLP's are c_fc and c_proj. The eager softmax runs in the activations' dtype unless
 // reorder_and_upcast_attn.
 func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("n_embd")
-	layers := c.size("n_layer")
-	heads := c.size("n_head")
-	vocab := c.size("vocab_size")
-	positions := c.size("n_positions")
-	inner := c.sizeOr("n_inner", 4*hidden)
-	act := c.mlpAct("activation_function", "gelu_new", false)
-	pa := c.prob("attn_pdrop", 0.1)
-	po := c.prob("resid_pdrop", 0.1)
-	pe := c.prob("embd_pdrop", 0.1)
-	tie := c.flag("tie_word_embeddings", true)
+	s, pa := c.gpt2Config("gelu_new", func() int64 { return c.size("n_layer") })
+	hidden, layers, heads, vocab, positions, inner := s.hidden, s.layers, c.size("n_head"), s.vocab, s.positions, s.inner
 	upcast := c.flag("reorder_and_upcast_attn", false)
 	hd := c.headDim("n_embd", "n_head", 0)
-	drop, after := c.attnDropout("attn_pdrop", pa, po, "attn.resid_dropout")
+	drop, after := c.attnDropout("attn_pdrop", pa, s.residDrop, "attn.resid_dropout")
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inner)) + float64(vocab+positions)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}
 	at := &nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
 		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, QKVName: "c_attn", OutName: "c_proj", SoftmaxFP32: upcast, EagerMask: true}
-	return c.gpt2Stack(head, at, after, gpt2Sizes{hidden: hidden, inner: inner, vocab: vocab, positions: positions, layers: layers,
-		act: act, residDrop: po, embedDrop: pe, tie: tie})
+	return c.gpt2Stack(head, at, after, s)
+}
+
+// gpt2Config reads GPT-2's keys (GPT-2's and GPTBigCode's configs), the
+// layer count by layers (after n_embd, as transformers' errors come),
+// the activation defaulting to act; pa is attn_pdrop.
+func (c *hfConfig) gpt2Config(act string, layers func() int64) (s gpt2Sizes, pa float64) {
+	s.hidden = c.size("n_embd")
+	s.layers = layers()
+	s.vocab, s.positions = c.size("vocab_size"), c.size("n_positions")
+	s.inner = c.sizeOr("n_inner", 4*s.hidden)
+	s.act = c.mlpAct("activation_function", act, false)
+	pa = c.prob("attn_pdrop", 0.1)
+	s.residDrop, s.embedDrop = c.prob("resid_pdrop", 0.1), c.prob("embd_pdrop", 0.1)
+	s.tie = c.flag("tie_word_embeddings", true)
+	return s, pa
 }
 
 // gpt2Sizes are what gpt2Stack builds around the attention.

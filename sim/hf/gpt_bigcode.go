@@ -22,17 +22,8 @@ import (
 // outputs (attention and MLP), embd_pdrop the embeddings' sum.
 // add_cross_attention is refused.
 func buildGPTBigCode(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("n_embd")
-	layers := c.firstSize("n_layer", "num_hidden_layers") // GPTBigCodeConfig.attribute_map
-	heads := c.size("n_head")
-	vocab := c.size("vocab_size")
-	positions := c.size("n_positions")
-	inner := c.sizeOr("n_inner", 4*hidden)
-	act := c.mlpAct("activation_function", "gelu_pytorch_tanh", false)
-	pa := c.prob("attn_pdrop", 0.1)
-	po := c.prob("resid_pdrop", 0.1)
-	pe := c.prob("embd_pdrop", 0.1)
-	tie := c.flag("tie_word_embeddings", true)
+	s, pa := c.gpt2Config("gelu_pytorch_tanh", func() int64 { return c.firstSize("n_layer", "num_hidden_layers") }) // GPTBigCodeConfig.attribute_map
+	hidden, layers, heads, vocab, positions, inner := s.hidden, s.layers, c.size("n_head"), s.vocab, s.positions, s.inner
 	mq := c.flag("multi_query", true)
 	c.flag("scale_attn_weights", true) // the scale only: nothing kept changes
 	if c.flag("add_cross_attention", false) {
@@ -46,7 +37,7 @@ func buildGPTBigCode(c *hfConfig, attn string, head hfHead) *core.Model {
 	if mq {
 		kv = 1
 	}
-	drop, after := c.attnDropout("attn_pdrop", pa, po, "attn.resid_dropout")
+	drop, after := c.attnDropout("attn_pdrop", pa, s.residDrop, "attn.resid_dropout")
 	c.checkTotal(float64(layers)*(2*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(kv*hd)+2*float64(hidden)*float64(inner)) + float64(vocab+positions)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -54,6 +45,5 @@ func buildGPTBigCode(c *hfConfig, attn string, head hfHead) *core.Model {
 	at := &nn.Attention{Name: "attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: true, OutBias: true,
 		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, RepeatKV: mq, QKVName: "c_attn", OutName: "c_proj",
 		SoftmaxFP32: true, EagerMask: true}
-	return c.gpt2Stack(head, at, after, gpt2Sizes{hidden: hidden, inner: inner, vocab: vocab, positions: positions, layers: layers,
-		act: act, residDrop: po, embedDrop: pe, tie: tie})
+	return c.gpt2Stack(head, at, after, s)
 }
