@@ -87,6 +87,13 @@ Flags (before or after the command):
                                   (default 1 and 1)
   fit --precision P, --top N      precision (default bf16-mixed) and the
                                   changes to list (default 5)
+  fit --lora R                    LoRA adapters of rank R on every linear
+                                  layer but lm_head, the model frozen
+  fit --qlora R                   the same over a 4-bit base (bitsandbytes
+                                  nf4, double quantization), in bf16 unless
+                                  --precision says otherwise
+  fit --checkpoint MODE           activation checkpointing: none (default),
+                                  full, selective or op
   fit --images COUNTxHxW          a vision-language model's images per
                                   sample, in pixels (2x448x448)
   fit --videos COUNTxFxHxW        its videos per sample: frames sampled

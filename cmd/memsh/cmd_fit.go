@@ -29,10 +29,20 @@ type fitFlags struct {
 	images    string // COUNTxHEIGHTxWIDTH, a vision-language model's images per sample; "" for none
 	videos    string // COUNTxFRAMESxHEIGHTxWIDTH, its videos per sample; "" for none
 	top       int64
+	lora      int64  // LoRA's rank on every linear layer but lm_head; 0 trains the whole model
+	qlora     int64  // the same over a base in bitsandbytes' 4-bit nf4 with double quantization
+	ckpt      string // train(checkpoint=)
 }
 
+// qloraPrecision is --qlora's precision unless --precision says
+// otherwise: QLoRA's base model loaded in bf16 (torch_dtype and
+// bnb_4bit_compute_dtype) and trained under bf16 autocast, as
+// examples/finetune_qlora.star and docs/peft.md run it.
+const qloraPrecision = "bf16"
+
 // cmdFit is memsh fit CONFIG.json --gpu GPU --seq N [--batch N] [--gpus N]
-// [--precision P] [--images COUNTxHxW] [--videos COUNTxFRAMESxHxW] [--top N] [--json]: the one-line answer for people who
+// [--precision P] [--lora R | --qlora R] [--checkpoint MODE] [--images
+// COUNTxHxW] [--videos COUNTxFRAMESxHxW] [--top N] [--json]: the one-line answer for people who
 // do not want a script. It runs fit.star as if it lay beside the config
 // (so the config's folder is the only one it reads), printing the report
 // and the advice, or writing both as JSON lines with --json.
@@ -53,6 +63,10 @@ func (e *env) cmdFit(operands []string) error {
 		return usagef("fit: --gpus must be a positive GPU count (got %d)", f.gpus)
 	case f.top <= 0:
 		return usagef("fit: --top must be a positive number of changes (got %d)", f.top)
+	case f.lora < 0 || f.qlora < 0:
+		return usagef("fit: --lora and --qlora take a positive LoRA rank, e.g. --lora 16 (got %d)", min(f.lora, f.qlora))
+	case f.lora > 0 && f.qlora > 0:
+		return usagef("fit: --lora and --qlora are two ways to fine-tune: give one (--qlora R is --lora R over a 4-bit base)")
 	case e.out.csv:
 		return usagef("fit takes --json, not --csv")
 	}
@@ -67,8 +81,16 @@ func (e *env) cmdFit(operands []string) error {
 	config := filepath.ToSlash(operands[0])
 	dir, base := path.Split(config)
 	script := path.Join(dir, "memsh-fit.star") // a name under the config's folder: what it may read
+	rank, quant, precision := f.lora, "", f.precision
+	if f.qlora > 0 {
+		rank, quant = f.qlora, "nf4-dq"
+		if !e.out.set["precision"] {
+			precision = qloraPrecision
+		}
+	}
 	args := []string{base, f.gpu, strconv.FormatInt(f.seq, 10), strconv.FormatInt(f.batch, 10),
-		strconv.FormatInt(f.gpus, 10), f.precision, strconv.FormatInt(f.top, 10), images, videos}
+		strconv.FormatInt(f.gpus, 10), precision, strconv.FormatInt(f.top, 10), images, videos,
+		strconv.FormatInt(rank, 10), quant, f.ckpt}
 	sr := scriptRun{
 		file: script, src: fitScript, args: args,
 		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),

@@ -35,6 +35,7 @@ type outputFlags struct {
 var outputFlagCommands = map[string]string{
 	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "report": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "images": "fit", "videos": "fit", "top": "fit check",
+	"lora": "fit", "qlora": "fit", "checkpoint": "fit",
 	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check", "config": "check",
 }
 
@@ -81,7 +82,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 		})
 	}
 	if o.fit == (fitFlags{}) { // the defaults, once: commands parse the flags again after their operands
-		o.fit = fitFlags{gpu: "H100-80GB", batch: 1, gpus: 1, precision: "bf16-mixed", top: 5}
+		o.fit = fitFlags{gpu: "H100-80GB", batch: 1, gpus: 1, precision: "bf16-mixed", top: 5, ckpt: "none"}
 	}
 	str("gpu", &o.fit.gpu)
 	integer("seq", &o.fit.seq)
@@ -91,6 +92,9 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	str("images", &o.fit.images)
 	str("videos", &o.fit.videos)
 	integer("top", &o.fit.top)
+	integer("lora", &o.fit.lora)
+	integer("qlora", &o.fit.qlora)
+	str("checkpoint", &o.fit.ckpt)
 	if o.gate.nodes == 0 { // the defaults, once
 		o.gate.nodes = 1
 	}
