@@ -106,7 +106,7 @@ type trainer struct {
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
 
 func trainerNames() string {
 	var names []string
@@ -186,9 +186,6 @@ func pick(file string, data []byte, o Options) (*trainer, *tree, error) {
 		if err != nil {
 			lastErr = err
 			continue
-		}
-		if err := unread(t, ext); err != nil {
-			return nil, nil, err
 		}
 		if tr.detect(t) {
 			return tr, t, nil

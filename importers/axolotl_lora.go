@@ -1,0 +1,193 @@
+package importers
+
+// axolotlAdapter is adapter: "" (a full fine-tune), lora or qlora
+// (schemas/peft.py l.180-220 at axolotl 067b021c8), with load_in_4bit and
+// load_in_8bit as Axolotl's validators and loader pair them.
+func axolotlAdapter(t *tree) (string, error) {
+	adapter, err := t.str("adapter", "")
+	if err != nil {
+		return "", err
+	}
+	in4, err := t.boolean("load_in_4bit", false)
+	if err != nil {
+		return "", err
+	}
+	in8, err := t.boolean("load_in_8bit", false)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case adapter != "" && adapter != "lora" && adapter != "qlora":
+		return "", t.errorf("adapter", "lora or qlora, or leave it out for a full fine-tune", "adapter %s is not modelled", quoteKey(adapter))
+	case adapter == "" && (in4 || in8):
+		key := "load_in_4bit"
+		if in8 {
+			key = "load_in_8bit"
+		}
+		return "", t.errorf(key, "Axolotl refuses it too: set adapter: qlora (4-bit) or lora (8-bit), or turn it off for a full fine-tune",
+			"a quantized model trains only adapters (no adapter set)")
+	case adapter == "qlora" && in8:
+		return "", t.errorf("load_in_8bit", "Axolotl refuses it too: qlora loads in 4 bits (load_in_4bit: true)", "qlora cannot load in 8 bits")
+	case adapter == "qlora" && !in4:
+		return "", t.errorf("adapter", "Axolotl refuses it too: set load_in_4bit: true", "qlora requires load_in_4bit")
+	case adapter == "lora" && in4:
+		// bitsandbytes' 4-bit config is built for qlora only (loaders/model.py
+		// l.712-743): the weights load unquantized, then
+		// prepare_model_for_kbit_training upcasts them all to fp32
+		return "", t.errorf("load_in_4bit", "adapter: qlora for a 4-bit base, or load_in_4bit: false",
+			"with adapter lora Axolotl loads the weights unquantized, then prepare_model_for_kbit_training upcasts every one to fp32: not modelled")
+	}
+	if adapter != "" {
+		t.derive("use_peft", true, "adapter")
+	}
+	return adapter, nil
+}
+
+// axolotlQuant is qlora's bitsandbytes config (loaders/model.py
+// l.712-738): nf4 with double quantization, its storage dtype bf16 (the
+// same bytes), bnb_config_kwargs merged over it.
+func axolotlQuant(t *tree, adapter, modelType string) error {
+	if adapter != "qlora" {
+		return nil
+	}
+	double, err := t.boolean("bnb_config_kwargs.bnb_4bit_use_double_quant", true)
+	if err != nil {
+		return err
+	}
+	kind, err := t.str("bnb_config_kwargs.bnb_4bit_quant_type", "nf4")
+	if err != nil {
+		return err
+	}
+	if kind != "nf4" {
+		return t.errorf("bnb_config_kwargs.bnb_4bit_quant_type", "memsh models nf4", "quant type %s is not modelled", quoteKey(kind))
+	}
+	t.derive("use_bnb_nested_quant", double, "adapter")
+	if modelType != "llama" && modelType != "mistral" && modelType != "" {
+		// prepare_model_for_kbit_training upcasts what bitsandbytes leaves;
+		// Axolotl casts back only the modules named *norm*, embed_tokens
+		// and lm_head (model.py l.1025-1046): Llama's and Mistral's
+		// decoder has nothing else outside nn.Linear.
+		t.notModelled = append(t.notModelled, "adapter: prepare_model_for_kbit_training upcasts to fp32 every weight bitsandbytes does not quantize, "+
+			"and Axolotl casts back only the norms, embed_tokens and lm_head: any other ("+modelType+"'s biases, routers, convolutions) stays fp32, which memsh keeps in the model's dtype")
+	}
+	return nil
+}
+
+// axolotlLoRA is the LoraConfig _build_peft_lora_config writes
+// (loaders/adapter.py l.167-202): lora_r and lora_alpha as given (no
+// default), lora_dropout 0.0 (schemas/peft.py l.233-238), the targets
+// lora_target_modules plus, with lora_target_linear, every linear layer
+// but the head (find_all_linear_names, l.54-71).
+func axolotlLoRA(t *tree, adapter string) error {
+	if adapter == "" {
+		return nil
+	}
+	for _, k := range []string{"lora_r", "lora_alpha"} {
+		if !t.has(k) {
+			return &Error{File: t.file, Key: k, Msg: "missing: Axolotl hands PEFT's LoraConfig None",
+				Hint: "say the adapters' rank and scale: lora_r: 16, lora_alpha: 32"}
+		}
+	}
+	rank, err := t.integer("lora_r", 0, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	alpha, err := t.integer("lora_alpha", 0, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	dropout := 0.0
+	if d, _ := t.get("lora_dropout"); d != nil {
+		f, ok := toFloat(d)
+		if !ok || f < 0 || f >= 1 {
+			return t.errorf("lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
+		}
+		dropout = f
+	}
+	linear, err := t.boolean("lora_target_linear", false)
+	if err != nil {
+		return err
+	}
+	var mods []any
+	if linear {
+		mods = append(mods, "all-linear")
+	}
+	v, _ := t.get("lora_target_modules")
+	var names []any
+	switch x := v.(type) {
+	case nil:
+	case string: // PEFT matches a string as a regular expression over module paths
+		if x != "all-linear" {
+			return t.errorf("lora_target_modules", "a list of module names (q_proj, v_proj, ...), or lora_target_linear: true",
+				"a string is a regular expression over module paths (PEFT), which memsh does not match: %s", quoteKey(x))
+		}
+		names = []any{x}
+	case []any:
+		names = x
+	default:
+		return t.errorf("lora_target_modules", "a list of module names", "want a list of names, got %s", describe(v))
+	}
+	for _, n := range names {
+		s, ok := n.(string)
+		if _, known := hfLoRA[s]; !ok || !known {
+			return t.errorf("lora_target_modules", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or all-linear", "unknown module %s", describe(n))
+		}
+		if !linear || s == "lm_head" { // lora_target_linear finds every other
+			mods = append(mods, s)
+		}
+	}
+	if len(mods) == 0 {
+		return t.errorf("adapter", "say which layers: lora_target_linear: true, or lora_target_modules: [q_proj, v_proj]",
+			"no LoRA targets (Axolotl hands PEFT an empty target_modules, which it refuses)")
+	}
+	t.derive("lora_r", rank, "lora_r")
+	t.derive("lora_alpha", alpha, "lora_alpha")
+	t.derive("lora_dropout", dropout, "lora_dropout")
+	t.derive("lora_target_modules", mods, "lora_target_modules")
+	t.notModelledIf("peft_use_dora", "DoRA's magnitude vectors and the weight norm it computes")
+	t.notModelledIf("peft_use_rslora", "rank-stabilised scaling (the same tensors)")
+	t.notModelledIf("lora_model_dir", "the saved adapter's adapter_config.json sets its rank and targets, not lora_r and lora_target_*")
+	axolotlKernels(t, adapter)
+	return nil
+}
+
+// axolotlKernels are Axolotl's fused LoRA kernels, which its validator
+// turns on for lora and qlora when none of their keys is set, except
+// 8-bit LoRA and trust_remote_code (check_auto_enable_lora_kernels,
+// schemas/config.py l.1899-1997).
+func axolotlKernels(t *tree, adapter string) {
+	keys := []string{"lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "lora_embedding_kernel"}
+	auto := adapter == "qlora" || !t.leaves["load_in_8bit"].truthy()
+	var on []string
+	for _, k := range keys {
+		if t.has(k) {
+			auto = false
+		}
+		if t.leaves[k].truthy() {
+			on = append(on, k)
+		}
+		t.get(k)
+	}
+	if t.leaves["trust_remote_code"].truthy() {
+		auto = false
+	}
+	why := "Axolotl's fused LoRA kernels (LoRA_MLP, LoRA_QKV, LoRA_O: custom autograd functions) save other tensors for backward than PEFT's LoRA layers, which memsh replays"
+	switch {
+	case auto:
+		t.notModelled = append(t.notModelled, "lora_mlp_kernel: on by default for lora and qlora (set lora_*_kernel: false for PEFT's layers): "+why)
+	case len(on) > 0:
+		t.notModelled = append(t.notModelled, on[0]+": "+why)
+	}
+}
+
+// truthy says whether a leaf holds true (a bool, or a string YAML read as
+// one).
+func (l leaf) truthy() bool {
+	switch x := l.value.(type) {
+	case bool:
+		return x
+	case string:
+		return x == "true" || x == "True"
+	}
+	return false
+}
