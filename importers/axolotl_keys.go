@@ -73,6 +73,7 @@ func axolotlRefuse(t *tree) error {
 				continue
 			}
 			t.used[k] = true
+			here := ", here " + describe(l.value)
 			switch x := l.value.(type) {
 			case nil:
 				continue
@@ -80,6 +81,7 @@ func axolotlRefuse(t *tree) error {
 				if !x {
 					continue
 				}
+				here = ""
 			case int64:
 				if x == 0 || (x == 1 && (r.key == "tensor_parallel_size" || r.key == "context_parallel_size" || r.key == "sequence_parallel_degree")) {
 					continue
@@ -88,8 +90,9 @@ func axolotlRefuse(t *tree) error {
 				if len(x) == 0 {
 					continue
 				}
+				here = ", here " + describe(x[0])
 			}
-			return t.errorf(k, "leave it out, or write the plan in Starlark (hf_config(\"config.json\"), train(...): docs/check.md)", "%s: %s is not modelled", describe(l.value), r.what)
+			return t.errorf(k, "leave it out, or write the plan in Starlark (hf_config(\"config.json\"), train(...): docs/check.md)", "not modelled: %s%s", r.what, here)
 		}
 	}
 	for k, axo := range axolotlNotAxolotl {

@@ -31,6 +31,7 @@ var deepspeedTrainer = &trainer{
 		"optimizer.params.*", "scheduler.*", "fp16.loss_scale", "fp16.loss_scale_window", "fp16.initial_scale_power",
 		"fp16.hysteresis", "fp16.min_loss_scale", "fp16.auto_cast", "fp16.consecutive_hysteresis", "zero_allow_untested_optimizer",
 		"zero_optimization.stage3_gather_16bit_weights_on_model_save", "zero_optimization.stage3_gather_fp16_weights_on_model_save",
+		"zero_optimization.gather_16bit_weights_on_model_save", // the field stage3_... aliases (runtime/zero/config.py)
 		"zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory",
 		"zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_param.nvme_path",
 		"zero_optimization.offload_optimizer.fast_init", "zero_optimization.cpu_offload_use_pin_memory",
@@ -50,10 +51,14 @@ var deepspeedTrainer = &trainer{
 var deepspeedOptimizers = map[string]string{"adam": "adamw", "adamw": "adamw", "lion": "lion", "sgd": "sgd"}
 
 // deepspeedBuckets are ZeRO's buffer sizes: they size communication and
-// prefetch buffers memsh does not replay at those sizes.
+// prefetch buffers memsh does not replay at those sizes. DeepSpeedZeroConfig
+// takes its fields' own names beside their stage3_ aliases
+// (runtime/zero/config.py: max_live_parameters, alias
+// "stage3_max_live_parameters"): Axolotl's deepspeed_configs use them.
 var deepspeedBuckets = []string{
 	"zero_optimization.reduce_bucket_size", "zero_optimization.allgather_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
 	"zero_optimization.stage3_max_live_parameters", "zero_optimization.stage3_max_reuse_distance",
+	"zero_optimization.max_live_parameters", "zero_optimization.max_reuse_distance", "zero_optimization.param_persistence_threshold",
 	"zero_optimization.stage3_param_persistence_threshold", "zero_optimization.stage3_param_persitance_threshold",
 	"zero_optimization.sub_group_size", "zero_optimization.allgather_partitions", "zero_optimization.reduce_scatter",
 }

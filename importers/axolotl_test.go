@@ -1,0 +1,173 @@
+package importers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Notes the Axolotl examples' imports list.
+const (
+	axolotlKernelsNote = "lora_mlp_kernel: on by default for lora and qlora (set lora_*_kernel: false for PEFT's layers): " +
+		"Axolotl's fused LoRA kernels (LoRA_MLP, LoRA_QKV, LoRA_O: custom autograd functions) save other tensors for backward than PEFT's LoRA layers, which memsh replays"
+	axolotlTokensNote = "special_tokens: a token the tokenizer lacks grows embed_tokens and lm_head by a row (resize_token_embeddings): memsh keeps the config.json's vocab_size"
+)
+
+// axolotlStep is an Axolotl step: micro_batch_size x
+// gradient_accumulation_steps x the GPUs (normalize_config's batch_size,
+// utils/config/__init__.py l.202-230 at 067b021c8), each of sequence_len
+// tokens: packed, micro_batch_size of them share one row
+// (utils/trainer.py l.467-469), which changes the rows, not the tokens.
+func axolotlStep(micro, accum, world, seq int64) step {
+	return step{tokens: micro * accum * world * seq}
+}
+
+// TestAxolotl imports Axolotl's Llama 3 examples (testdata/README.md names
+// their commit) with Llama-3-8B's config.json (NousResearch's copies of
+// Meta's weights are the same model) and checks each plan against the one
+// written by hand from Axolotl's defaults (axolotl.go): bf16 "auto" on an
+// H100 loading the weights in bf16 under bf16 autocast; QLoRA's 4-bit nf4
+// with double quantization, its norms cast back to bf16 after
+// prepare_model_for_kbit_training; packed rows of micro_batch_size x
+// sequence_len tokens under flash-attention 2, micro_batch_size rows of
+// sequence_len under sdpa; reentrant gradient checkpointing unless the
+// kwargs say otherwise.
+func TestAxolotl(t *testing.T) {
+	llama := map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"}
+	readAxolotl := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join("testdata", "axolotl", name)) }
+	const qlora = `quant = "nf4-dq", lora = lora(rank = 32, alpha = 16, targets = ["all-linear"], dropout = 0.05)`
+	const gc = `checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True)`
+	runImportCases(t, []importCase{{
+		name:        "Llama 3 QLoRA, packed",
+		file:        "axolotl/llama3_qlora.yml",
+		step:        axolotlStep(2, 4, 1, 4096),
+		opts:        Options{Model: "llama-3-8b.json"},
+		files:       llama,
+		notModelled: []string{axolotlKernelsNote, axolotlTokensNote},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), ` + qlora + `, batch = 1, seq = 8192, grad_accum = 4,
+             precision = "bf16", optimizer = paged_adamw(), ` + gc + `, gpu = "H100-80GB")`,
+	}, {
+		// bf16 "auto" on a card without bf16: fp16 autocast over float16
+		// weights; sdpa packs micro_batch_size rows of sequence_len
+		name:  "Llama 3 QLoRA on a V100 with sdpa",
+		file:  "axolotl/llama3_qlora.yml",
+		step:  axolotlStep(2, 4, 1, 4096),
+		opts:  Options{Model: "llama-3-8b.json", GPU: "V100-32GB", Overrides: []string{"attn_implementation=sdpa", "lora_mlp_kernel=false"}},
+		files: llama,
+		notModelled: []string{
+			"sample_packing: sdpa attention over packed rows masks each sequence from the others (a block-diagonal [2, 1, 4096, 4096] mask, or torch's varlen_attn): memsh replays causal attention over the whole row",
+			axolotlTokensNote},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "sdpa"), ` + qlora + `, batch = 2, seq = 4096, grad_accum = 4,
+             precision = "fp16", optimizer = paged_adamw(), ` + gc + `, gpu = "V100-32GB")`,
+	}, {
+		name:        "Llama 3 QLoRA unpacked at 2,000 tokens, non-reentrant",
+		file:        "axolotl/llama3_qlora.yml",
+		step:        axolotlStep(2, 4, 1, 2048),
+		opts:        Options{Model: "llama-3-8b.json", Overrides: []string{"sample_packing=false", "sequence_len=2000", "gradient_checkpointing_kwargs.use_reentrant=false"}},
+		files:       llama,
+		notModelled: []string{axolotlKernelsNote, "sequence_len: unpacked rows are padded to the batch's longest, at most 2048 tokens: memsh replays rows of 2048 (--seq N for another length)", axolotlTokensNote},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), ` + qlora + `, batch = 2, seq = 2048, grad_accum = 4,
+             precision = "bf16", optimizer = paged_adamw(), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB")`,
+	}, {
+		// 8-bit LoRA loads float16 weights once bf16 is off
+		name:        "Llama 3 8-bit LoRA, bf16 off",
+		file:        "axolotl/llama3_lora_8b.yml",
+		step:        axolotlStep(2, 4, 1, 4096),
+		opts:        Options{Model: "llama-3-8b.json", Overrides: []string{"bf16=false"}},
+		files:       llama,
+		notModelled: []string{axolotlTokensNote, "lora_modules_to_save: modules trained in full beside the adapters"},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), quant = "int8", lora = lora(rank = 32, alpha = 16, targets = ["all-linear"], dropout = 0.05),
+             batch = 1, seq = 8192, grad_accum = 4, precision = "fp16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB")`,
+	}, {
+		name:        "Llama 3.1 full fine-tune",
+		file:        "axolotl/llama3_fft_8b.yaml",
+		step:        axolotlStep(1, 8, 1, 8192),
+		opts:        Options{Model: "llama-3-8b.json"},
+		files:       llama,
+		notModelled: []string{axolotlTokensNote},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 8192, grad_accum = 8,
+             precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", gpu = "H100-80GB")`,
+	}, {
+		name:  "Llama 3.1 full fine-tune under Axolotl's ZeRO-3 config on 8 GPUs, --seq 4096",
+		file:  "axolotl/llama3_fft_8b.yaml",
+		step:  axolotlStep(1, 8, 8, 4096),
+		opts:  Options{Model: "llama-3-8b.json", GPUs: 8, Seq: 4096, Overrides: []string{"deepspeed=zero3_bf16.json"}, ReadFile: readAxolotl},
+		files: llama,
+		notModelled: []string{axolotlTokensNote,
+			"deepspeed.zero_optimization.reduce_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.stage3_prefetch_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.max_live_parameters: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.max_reuse_distance: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.stage3_param_persistence_threshold: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.sub_group_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 4096, grad_accum = 8, checkpoint = "full",
+             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(), parallel = parallel(dp = 8, zero = 3))`,
+	}})
+}
+
+func TestAxolotlErrors(t *testing.T) {
+	const base = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\n"
+	const lora = base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nattn_implementation: flash_attention_2\n"
+	o := Options{Model: "config.json"}
+	runErrorCases(t, []errorCase{
+		{name: "DPO", file: "r.yml", config: lora + "rl: dpo\n", opts: o,
+			want: "r.yml:9: key rl: not modelled: RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations, here dpo", wantHint: "Starlark"},
+		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", opts: o,
+			want: "r.yml:10: key plugins: not modelled: plugins (cut_cross_entropy, liger, kernels, ...) patch the model and its loss, here axolotl.integrations.liger.LigerPlugin", wantHint: "leave it out"},
+		{name: "FSDP", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_version: 2\n", opts: o,
+			want: "r.yml:10: key fsdp_config.fsdp_version: not modelled: Axolotl's FSDP (its fsdp_config) is not read yet, here 2", wantHint: "Starlark"},
+		{name: "Unsloth", file: "r.yml", config: lora + "unsloth_lora_mlp: true\n", opts: o,
+			want: "r.yml:9: key unsloth_lora_mlp: not modelled: Unsloth's kernels", wantHint: "Starlark"},
+		{name: "a TrainingArguments key", file: "r.yml", config: lora + "per_device_train_batch_size: 4\n", opts: o,
+			want: "r.yml:9: key per_device_train_batch_size: is a TrainingArguments key, which Axolotl does not read", wantHint: "micro_batch_size"},
+		{name: "lora on a 4-bit base", file: "r.yml", config: lora + "load_in_4bit: true\n", opts: o,
+			want: "r.yml:9: key load_in_4bit: with adapter lora Axolotl loads the weights unquantized, then prepare_model_for_kbit_training upcasts every one to fp32: not modelled", wantHint: "qlora"},
+		{name: "qlora without load_in_4bit", file: "r.yml", config: strings.Replace(lora, "adapter: lora", "adapter: qlora", 1), opts: o,
+			want: "r.yml:4: key adapter: qlora requires load_in_4bit", wantHint: "load_in_4bit: true"},
+		{name: "4 bits without an adapter", file: "r.yml", config: base + "load_in_4bit: true\n", opts: o,
+			want: "r.yml:4: key load_in_4bit: a quantized model trains only adapters (no adapter set)", wantHint: "adapter: qlora"},
+		{name: "8-bit LoRA over bf16", file: "r.yml", config: lora + "load_in_8bit: true\n", opts: o,
+			want: "r.yml:9: key load_in_8bit: memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16", wantHint: "bf16: false"},
+		{name: "a full fine-tune under sdpa", file: "r.yml", config: base + "sequence_len: 1024\n", opts: o,
+			want: "r.yml: key attn_implementation: a full fine-tune with transformers' default (sdpa) attention keeps embed_tokens, lm_head and the norms in fp32 over bfloat16 weights (loaders/model.py _configure_embedding_dtypes), which memsh's precision does not model",
+			wantHint: "flash_attention_2"},
+		{name: "no lora_r", file: "r.yml", config: base + "adapter: lora\nlora_alpha: 16\n", opts: o,
+			want: "r.yml: key lora_r: missing: Axolotl hands PEFT's LoraConfig None", wantHint: "lora_r: 16"},
+		{name: "no LoRA targets", file: "r.yml", config: base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\n", opts: o,
+			want: "r.yml:4: key adapter: no LoRA targets (Axolotl hands PEFT an empty target_modules, which it refuses)", wantHint: "lora_target_linear: true"},
+		{name: "a target regex", file: "r.yml", config: base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_modules: q_proj\n", opts: o,
+			want: "r.yml:7: key lora_target_modules: a string is a regular expression over module paths (PEFT), which memsh does not match: q_proj", wantHint: "a list"},
+		{name: "xformers", file: "r.yml", config: lora + "xformers_attention: true\n", opts: o,
+			want: "r.yml:9: key xformers_attention: and attn_implementation are both set", wantHint: "only attn_implementation"},
+		{name: "flex attention", file: "r.yml", config: strings.Replace(lora, "flash_attention_2", "flex_attention", 1), opts: o,
+			want: "r.yml:8: key attn_implementation: attention flex_attention is not modelled", wantHint: "sdpa"},
+		{name: "offloaded checkpoints", file: "r.yml", config: lora + "gradient_checkpointing: offload\n", opts: o,
+			want: "r.yml:9: key gradient_checkpointing: offload (checkpoints offloaded to the CPU or disk) is not modelled", wantHint: "true"},
+		{name: "one batch key", file: "r.yml", config: "base_model: x\nmicro_batch_size: 2\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n", opts: o,
+			want: "r.yml: key micro_batch_size: Axolotl wants at least two of micro_batch_size, gradient_accumulation_steps, batch_size (schemas/validation.py)", wantHint: "gradient_accumulation_steps: 8"},
+		{name: "bf16 full", file: "r.yml", config: lora + "bf16: full\n", opts: o,
+			want: "r.yml:9: key bf16: want true, false or auto, got full", wantHint: "auto"},
+		{name: "a classifier", file: "r.yml", config: lora + "model_type: AutoModelForSequenceClassification\n", opts: o,
+			want: "r.yml:9: key model_type: class AutoModelForSequenceClassification is not modelled: memsh replays causal-LM training", wantHint: "ForCausalLM"},
+	})
+}
+
+// An Axolotl config is told by base_model with one of its batch, sequence,
+// adapter or dataset keys, before LLaMA-Factory's and TrainingArguments'
+// importers look at it; base_model alone tells nothing.
+func TestAxolotlDetect(t *testing.T) {
+	res, err := Import("r.yml", []byte("base_model: meta-llama/Meta-Llama-3-8B\nmicro_batch_size: 2\ngradient_accumulation_steps: 2\nsequence_len: 1024\n"+
+		"attn_implementation: flash_attention_2\ndatasets:\n  - path: tatsu-lab/alpaca\n    type: alpaca\n"), defaults(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trainer != "axolotl" || len(res.Unknown) > 0 || !strings.Contains(res.Script, `llama("llama3-8b", attn = "flash")`) {
+		t.Errorf("trainer %s, not understood %v, script:\n%s", res.Trainer, res.Unknown, res.Script)
+	}
+	runErrorCases(t, []errorCase{{name: "Axolotl's keys without base_model", file: "r.yaml", config: "micro_batch_size: 2\nsequence_len: 512\n",
+		want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"}})
+}
