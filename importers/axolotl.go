@@ -152,6 +152,7 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	t.notModelledUnder("special_tokens", "a token the tokenizer lacks grows embed_tokens and lm_head by a row (resize_token_embeddings): memsh keeps the config.json's vocab_size")
+	t.notModelledUnder("model_config", "overrides of the model's config.json: pass a config.json with them (--model)")
 	t.notModelledIf("tokens", "the tokens added grow embed_tokens and lm_head by a row each (resize_token_embeddings): memsh keeps the config.json's vocab_size")
 	autocastAdapters, err := t.boolean("peft_autocast_adapter_dtype", true)
 	if err != nil {

@@ -133,7 +133,7 @@ func TestAxolotlErrors(t *testing.T) {
 		{name: "8-bit LoRA over bf16", file: "r.yml", config: lora + "load_in_8bit: true\n", opts: o,
 			want: "r.yml:9: key load_in_8bit: memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16", wantHint: "bf16: false"},
 		{name: "a full fine-tune under sdpa", file: "r.yml", config: base + "sequence_len: 1024\n", opts: o,
-			want: "r.yml: key attn_implementation: a full fine-tune with transformers' default (sdpa) attention keeps embed_tokens, lm_head and the norms in fp32 over bfloat16 weights (loaders/model.py _configure_embedding_dtypes), which memsh's precision does not model",
+			want:     "r.yml: key attn_implementation: a full fine-tune with transformers' default (sdpa) attention keeps embed_tokens, lm_head and the norms in fp32 over bfloat16 weights (loaders/model.py _configure_embedding_dtypes), which memsh's precision does not model",
 			wantHint: "flash_attention_2"},
 		{name: "no lora_r", file: "r.yml", config: base + "adapter: lora\nlora_alpha: 16\n", opts: o,
 			want: "r.yml: key lora_r: missing: Axolotl hands PEFT's LoraConfig None", wantHint: "lora_r: 16"},

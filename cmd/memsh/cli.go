@@ -39,7 +39,8 @@ Usage:
   memsh check CONFIG [key=value...]
                                   will the job of this trainer config fit?
                                   (torchtune, torchtitan, HF/TRL, LLaMA-Factory,
-                                  DeepSpeed, Megatron-LM, anemoi; docs/check.md)
+                                  Axolotl, DeepSpeed, Megatron-LM, anemoi;
+                                  docs/check.md)
                                   the report and advise()'s changes; exit 0
                                   fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one
