@@ -191,6 +191,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"param2moe (Param2-17B-A2.4B, transformers 5.25) is the same under Param2MoeConfig, whose defaults differ (64 experts, two shared, a tied head). " +
 			"solar_open (Solar-Open-100B, transformers 5.0) is GLM-4.5's MoE (sigmoid router with the correction bias, shared experts) in every layer behind Llama's attention (head_dim 128 by default). " +
 			"exaone_moe (K-EXAONE, transformers 5.1) is EXAONE 4.0's attention (q and k normed per head, sliding layers, unrotated global ones) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (num_experts, num_shared_experts). " +
+			"minicpm5_moe (MiniCPM5-15B-A2.5B, transformers 5.25) is Llama's attention with an output gate (one q_gate_proj yields each head's query and gate; every projection biased by attention_bias) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (n_routed_experts or num_local_experts, n_shared_experts); use_gated_attention false and partial_rotary_factor are refused. " +
 			"cohere2_moe (transformers 5.12) is Cohere 2's parallel layer with head_dim from the config, RMSNorm where rms_norm_eps is set, dense MLPs (first_k_dense_replace, mlp_layer_types) and MoE ones (top-k softmax router, Mixtral's experts, num_shared_experts averaged or summed); expert_selection_fn \"sigmoid\" is refused. " +
 			"flex_olmo (FlexOlmo, transformers 4.57) is OLMo 2's layers (post-sublayer norms, q and k normed over all their heads) with OLMoE's MoE as the MLP (num_experts, default 7, num_experts_per_tok, default 5). " +
 			"granitemoeshared (transformers 4.49) is granitemoe's layer with a shared_mlp of shared_intermediate_size (0: none) beside the experts. " +
@@ -225,6 +226,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"sarvam_moe 5.24, " +
 			"param2moe 5.25, " +
 			"exaone_moe 5.1, " +
+			"minicpm5_moe 5.25, " +
 			"dbrx 5.15, " +
 			"falcon_mamba 5.25, " +
 			"bamba 4.48, " +

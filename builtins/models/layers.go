@@ -92,7 +92,7 @@ func LayerBuiltins() []host.Builtin {
 				"(causal, no window or sinks, head_dim up to 256, runtime cuda or cpu): no repeat_kv copies (hf_config sets it by its transformers= version). " +
 				"output_gate=True is Qwen3-Next's and Qwen3.5's gated attention: q_proj also yields a gate per channel " +
 				"(heads x head_dim more weights) and the attention output is multiplied by its sigmoid before o_proj, which keeps " +
-				"two more [tokens, heads x head_dim] tensors (the sigmoid and the product); it needs qk_norm=True. " +
+				"two more [tokens, heads x head_dim] tensors (the sigmoid and the product); with qk_norm=True q is normed per head (Qwen3-Next's), without it q is the projection's strided half as it is (MiniCPM5's); it needs fused_qkv=False. " +
 				"output_gate=\"gate_proj\" is AFMoE's: the gate is a projection of its own, gate_proj (dim x heads x head_dim weights, no bias), " +
 				"whose sigmoid multiplies the attention output before o_proj, keeping the same two tensors. " +
 				"proj_names names the projections as the model's module tree does: four (q, k, v, out; default (\"q_proj\", " +

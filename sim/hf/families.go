@@ -269,6 +269,12 @@ var hfFamilies = []hfFamily{
 	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{keepScoreBias: true}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
+	// minicpm5_moe: OpenBMB's MiniCPM5-15B-A2.5B (minicpm5_moe.go); the
+	// 5.25.0 wheel is the first with models/minicpm5_moe (absent from
+	// 5.24.0 and 5.22.0; unzip -l). Its router is DeepSeek-V3's, kept fp32
+	// as DeepSeek-V3's (_keep_in_fp32_modules_strict, both from 5.25).
+	{modelType: "minicpm5_moe", prefix: "MiniCPM5Moe", base: "model", heads: decoderHeads, build: buildMiniCPM5Moe, since: [2]int{5, 25},
+		experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// minimax_m2: MiniMax-M2, M2.1, M2.5; the 5.0.0 wheel is the first
 	// with models/minimax_m2 (absent from 4.57.6). minimax.go.
 	{modelType: "minimax_m2", prefix: "MiniMaxM2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},

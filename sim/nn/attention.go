@@ -195,7 +195,8 @@ type Attention struct {
 	RopeCacheDType units.DType
 	// OutputGate: q_proj also yields a per-channel gate and the attention
 	// output is multiplied by its sigmoid before o_proj (Qwen3-Next's and
-	// Qwen3.5's gated attention; attention_gate.go).
+	// Qwen3.5's gated attention, with QKNorm; MiniCPM5's q_gate_proj,
+	// QKVNames[0], without; attention_gate.go).
 	OutputGate bool
 	// GateProj: the gate is a projection of its own, gate_proj
 	// (Linear(dim, heads x head_dim), no bias), whose sigmoid multiplies
@@ -372,9 +373,9 @@ func (a *Attention) Validate(path string) error {
 	if (a.QKNorm || a.QKNormAfterRope) && a.FusedQKV {
 		return units.Errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
 	}
-	if a.OutputGate && (a.FusedQKV || !a.QKNorm) {
-		return &units.Error{Path: path, Msg: "output_gate is modelled with separate q, k and v projections and qk-norm (Qwen3-Next's gated attention)",
-			Hint: "set qk_norm=True and fused_qkv=False, or leave output_gate out"}
+	if a.OutputGate && a.FusedQKV {
+		return &units.Error{Path: path, Msg: "output_gate is modelled with separate q, k and v projections (Qwen3-Next's and MiniCPM5's gated attention)",
+			Hint: "set fused_qkv=False, or leave output_gate out"}
 	}
 	if err := a.checkGateProj(path); err != nil {
 		return err

@@ -34,7 +34,7 @@ import (
 // no copy of the gate: gate_proj's output is contiguous.
 
 // checkGateProj: the two gates exclude each other, and OutputGate's
-// q_proj halves are normed by Llama's or Gemma's RMSNorm only.
+// q_proj halves are normed by Llama's or Gemma's RMSNorm, or not at all.
 func (a *Attention) checkGateProj(path string) error {
 	if a.GateProj && a.OutputGate {
 		return &units.Error{Path: path, Msg: "output_gate is either q_proj's second half (Qwen3-Next) or a gate_proj of its own (AFMoE), not both",
@@ -43,6 +43,10 @@ func (a *Attention) checkGateProj(path string) error {
 	if a.GateProj && a.FusedQKV {
 		return &units.Error{Path: path, Msg: "output_gate=\"gate_proj\" is modelled with separate q, k and v projections (AFMoE's)",
 			Hint: "set fused_qkv=False"}
+	}
+	if a.OutputGate && (a.QKNormWide || a.QKNormAfterRope || a.QKNormCohere) {
+		return &units.Error{Path: path, Msg: "output_gate=True is modelled with no qk-norm or one RMSNorm over each head of q and k (Qwen3-Next's), not a norm over all heads",
+			Hint: "use qk_norm=True or leave qk_norm out"}
 	}
 	if a.QKNormOlmo2 && (!a.QKNorm || a.QKNormGemma || a.QKNormCohere || a.OutputGate) {
 		return &units.Error{Path: path, Msg: "OLMo 2's RMSNorm over each head (qk_norm=\"olmo2_head\") is modelled alone, without output_gate=True",
@@ -53,10 +57,18 @@ func (a *Attention) checkGateProj(path string) error {
 
 // gatedQ lowers q_proj with its gate: the normed query [..., h*d] and
 // the gate's contiguous copy [..., h*d] (reshape of the strided half).
+// Without QKNorm (MiniCPM5MoeAttention.forward, modeling_minicpm5_moe.py
+// at transformers 5.25.0: q_gate_proj, chunk, the query half transposed
+// and rotated as it is) the query is the strided half itself, a view of
+// the projection's output that the rotary embedding reads (as a fused
+// qkv projection's q is).
 func (a *Attention) gatedQ(b *core.Builder, x, xg core.Value, s []int64, h, d int64) (q, gate core.Value) {
-	full := b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, 2*a.Heads*d, 2*h*d, a.QKVBias)
+	full := b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, a.Dim, 2*a.Heads*d, 2*h*d, a.QKVBias)
 	gate = b.Ew("copy", "gate", []core.Value{full}, core.WithLast(s, h*d), b.Dtype(full),
 		"the output gate, reshape's copy of q_proj's second half")
+	if !a.QKNorm {
+		return full, gate
+	}
 	rows := append(append([]int64(nil), s[:len(s)-1]...), h, 2*d)
 	b.Val(full).Shape = rows
 	if a.QKNormGemma {

@@ -101,6 +101,7 @@ CASES = [
     ("llava-onevision-tiny.json", "", ("LlavaOnevisionForConditionalGeneration",)),
     ("flops/mamba2-tiny.json", "", ("Mamba2ForCausalLM",)),
     ("mamba-tiny.json", "", ("MambaForCausalLM",)),
+    ("minicpm5_moe-tiny.json", "", ("MiniCPM5MoeForCausalLM",)),
     ("minimax_m2-tiny.json", "", ("MiniMaxM2ForCausalLM",)),
     ("ministral3-tiny.json", "", ("Ministral3ForCausalLM",)),
     ("mistral3-tiny.json", "", ("Mistral3ForConditionalGeneration",)),

@@ -1,0 +1,98 @@
+package hf
+
+import (
+	"encoding/json"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildMiniCPM5Moe builds transformers' MiniCPM5MoeForCausalLM
+// (model_type minicpm5_moe: OpenBMB's MiniCPM5-15B-A2.5B;
+// models/minicpm5_moe, 5.25.0). modular_minicpm5_moe.py takes
+// DeepSeek-V3's model, MoE block, experts and sigmoid router (the
+// correction bias, n_shared_experts shared experts of
+// moe_intermediate_size each: routedMoE; the router's weight and bias kept
+// fp32, _keep_in_fp32_modules_strict) in GLM-4.7-Flash's pre-norm decoder
+// layer, whose MLP is a dense one of intermediate_size or, where
+// mlp_layer_types says "sparse" (default: first_k_dense_replace, 1, on),
+// the MoE block. Its attention is Llama's with an output gate
+// (MiniCPM5MoeAttention): one q_gate_proj yields each head's query and
+// gate (nn.Attention.OutputGate named by QKVNames, no q or k norm), k_proj
+// and v_proj grouped-query heads of head_dim (default 128; null:
+// hidden_size / num_attention_heads), every projection o_proj included
+// biased by attention_bias, the whole head rotated.
+func buildMiniCPM5Moe(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
+	def := int64(128) // MiniCPM5MoeConfig.head_dim; null: hidden_size / num_attention_heads
+	if c.null("head_dim") {
+		def = 0
+	}
+	hd := c.headDim("hidden_size", "num_attention_heads", def)
+	tie := c.flag("tie_word_embeddings", false)
+	act := c.mlpAct("hidden_act", "silu", true)
+	c.minicpm5Refusals()
+	bias := c.flag("attention_bias", false)
+	pa := c.prob("attention_dropout", 0)
+	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
+		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true,
+		OutputGate: true, QKVNames: [3]string{"q_gate_proj"},
+		RopeTables: "rotary_emb", EagerMask: true, Dropout: pa, ProbsDropoutOnly: pa > 0}
+	expertsKey := "n_routed_experts"
+	if c.has("num_local_experts") {
+		if c.has("n_routed_experts") {
+			c.fail("num_local_experts", "and \"n_routed_experts\" are both set: MiniCPM5MoeConfig reads num_local_experts as n_routed_experts (attribute_map); keep one")
+		}
+		expertsKey = "num_local_experts"
+	}
+	experts := c.sizeOr(expertsKey, 160)
+	moeInter := c.sizeOr("moe_intermediate_size", 512)
+	moe := c.routedMoE(hidden, moeInter, experts, act)
+	moe.SharedExperts = c.intOr("n_shared_experts", 1)
+	c.checkLayer(at, nil)
+	c.checkLayer(moe, moeKeys(expertsKey, "num_experts_per_tok"))
+	sparse := c.sparseLayers(layers, c.intOr("first_k_dense_replace", 1))
+	c.checkTotal(float64(layers)*(2*float64(hidden)*float64(heads*hd)*2+2*float64(hidden)*float64(kv*hd)+
+		float64(experts+moe.SharedExperts)*3*float64(hidden)*float64(moeInter)+3*float64(hidden)*float64(inter)) +
+		2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	dense := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
+	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+	denseBlock := seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), dense))
+	sparseBlock := seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), moe))
+	blocks := make([]core.Layer, layers)
+	for i := range blocks {
+		blocks[i] = denseBlock
+		if sparse[i] {
+			blocks[i] = sparseBlock
+		}
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+		stackBlocks("layers", blocks), norm("norm")}
+	return c.finish(head, ls, vocab, tie)
+}
+
+// minicpm5Refusals refuses what MiniCPM5MoeConfig (transformers 5.25.0)
+// refuses or memsh does not model: use_gated_attention false
+// (validate_architecture raises), and a partial_rotary_factor other than
+// 1 at the top or in rope_parameters (MiniCPM5MoeRotaryEmbedding's default
+// tables turn the whole head; a narrower rope_type's tables would not
+// broadcast against q in apply_rotary_pos_emb).
+func (c *hfConfig) minicpm5Refusals() {
+	if c.has("use_gated_attention") && !c.flag("use_gated_attention", true) {
+		c.fail("use_gated_attention", "must be true for model_type minicpm5_moe: MiniCPM5MoeConfig.validate_architecture refuses checkpoints without the gated attention")
+	}
+	if f := c.number("partial_rotary_factor", 1); c.err == nil && f != 1 {
+		c.fail("partial_rotary_factor", "must be 1 for model_type minicpm5_moe (got %g): MiniCPM5MoeAttention rotates the whole head", f)
+	}
+	c.object("rope_parameters")
+	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok && c.err == nil {
+		if f, set := rp["partial_rotary_factor"]; set && f != nil {
+			if n, ok := f.(json.Number); !ok || n.String() != "1" && n.String() != "1.0" {
+				c.fail("rope_parameters", "sets partial_rotary_factor %s: model_type minicpm5_moe rotates the whole head (MiniCPM5MoeAttention), so only 1 is modelled", describeJSON(f))
+			}
+		}
+	}
+}
