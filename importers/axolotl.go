@@ -98,7 +98,7 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err := axolotlRefuse(t); err != nil {
 		return nil, err
 	}
-	modelType, err := axolotlModelType(o)
+	model, err := axolotlModelOf(t, o)
 	if err != nil {
 		return nil, err
 	}
@@ -131,13 +131,13 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("load_in_8bit", "bf16: false (Axolotl then loads float16 weights for load_in_8bit), or adapter: qlora with load_in_4bit",
 			"memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16")
 	}
-	if err := axolotlQuant(t, adapter, modelType); err != nil {
+	if err := axolotlQuant(t, adapter, model); err != nil {
 		return nil, err
 	}
 	if err := axolotlLoRA(t, adapter); err != nil {
 		return nil, err
 	}
-	if err := axolotlCheckpoint(t, modelType); err != nil {
+	if err := axolotlCheckpoint(t, model.kind); err != nil {
 		return nil, err
 	}
 	if err := axolotlRows(t, o, attn); err != nil {
@@ -151,7 +151,9 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err := axolotlCompile(t); err != nil {
 		return nil, err
 	}
-	t.notModelledUnder("special_tokens", "a token the tokenizer lacks grows embed_tokens and lm_head by a row (resize_token_embeddings): memsh keeps the config.json's vocab_size")
+	if t.hasUnder("special_tokens") {
+		t.notModelledUnder("special_tokens", "a token the tokenizer lacks grows embed_tokens and lm_head by a row (resize_token_embeddings): memsh keeps the config.json's vocab_size")
+	}
 	t.notModelledUnder("model_config", "overrides of the model's config.json: pass a config.json with them (--model)")
 	t.notModelledIf("tokens", "the tokens added grow embed_tokens and lm_head by a row each (resize_token_embeddings): memsh keeps the config.json's vocab_size")
 	autocastAdapters, err := t.boolean("peft_autocast_adapter_dtype", true)
@@ -186,20 +188,44 @@ func attnName(impl string) string {
 	return impl
 }
 
-// axolotlModelType is the model_type of --model's config.json ("" without
-// one): Axolotl's cfg.model_config_type, on which a few of its choices
-// turn (Gemma 4's checkpointing, the linear layers lora_target_linear
-// finds).
-func axolotlModelType(o Options) (string, error) {
+// axolotlModel is what Axolotl's choices read of --model's config.json
+// (a zero value without one).
+type axolotlModel struct {
+	// kind is model_type, Axolotl's cfg.model_config_type, on which a
+	// few of its choices turn (Gemma 4's checkpointing).
+	kind string
+	// plain says every weight of the model is a norm (a module named
+	// *norm*), embed_tokens, lm_head or an nn.Linear without a bias:
+	// Llama and Mistral (modeling_llama.py, modeling_mistral.py at
+	// transformers 5.25.0), Qwen3 (modeling_qwen3.py) without
+	// attention_bias or mlp_bias.
+	plain bool
+}
+
+// axolotlModelOf reads --model's config.json, or names the zoo's model
+// (hfModels: Llama, Mistral and Gemma are plain, Qwen2 has q, k and v
+// biases).
+func axolotlModelOf(t *tree, o Options) (axolotlModel, error) {
 	if o.ModelData == nil {
-		return "", nil
+		name, _ := t.leaves["base_model"].value.(string)
+		return axolotlModel{kind: hfModels[name].fn, plain: hfModels[name].fn != "qwen2"}, nil
 	}
 	text, _ := hf.PythonJSON(o.ModelData)
 	mt, err := parseJSON(o.Model, text)
 	if err != nil {
-		return "", err
+		return axolotlModel{}, err
 	}
-	return mt.str("model_type", "")
+	kind, err := mt.str("model_type", "")
+	if err != nil {
+		return axolotlModel{}, err
+	}
+	m := axolotlModel{kind: kind, plain: kind == "llama" || kind == "mistral" || kind == "qwen3"}
+	for _, k := range []string{"attention_bias", "mlp_bias"} {
+		if b, err := mt.boolean(k, false); err != nil || b {
+			m.plain = false
+		}
+	}
+	return m, nil
 }
 
 // axolotlClass is model_type, the transformers class Axolotl loads the

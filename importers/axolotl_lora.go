@@ -46,7 +46,7 @@ func axolotlAdapter(t *tree) (string, error) {
 // axolotlQuant is qlora's bitsandbytes config (loaders/model.py
 // l.712-738): nf4 with double quantization, its storage dtype bf16 (the
 // same bytes), bnb_config_kwargs merged over it.
-func axolotlQuant(t *tree, adapter, modelType string) error {
+func axolotlQuant(t *tree, adapter string, model axolotlModel) error {
 	if adapter != "qlora" {
 		return nil
 	}
@@ -62,13 +62,12 @@ func axolotlQuant(t *tree, adapter, modelType string) error {
 		return t.errorf("bnb_config_kwargs.bnb_4bit_quant_type", "memsh models nf4", "quant type %s is not modelled", quoteKey(kind))
 	}
 	t.derive("use_bnb_nested_quant", double, "adapter")
-	if modelType != "llama" && modelType != "mistral" && modelType != "" {
+	if !model.plain {
 		// prepare_model_for_kbit_training upcasts what bitsandbytes leaves;
 		// Axolotl casts back only the modules named *norm*, embed_tokens
-		// and lm_head (model.py l.1025-1046): Llama's and Mistral's
-		// decoder has nothing else outside nn.Linear.
+		// and lm_head (model.py l.1025-1046)
 		t.notModelled = append(t.notModelled, "adapter: prepare_model_for_kbit_training upcasts to fp32 every weight bitsandbytes does not quantize, "+
-			"and Axolotl casts back only the norms, embed_tokens and lm_head: any other ("+modelType+"'s biases, routers, convolutions) stays fp32, which memsh keeps in the model's dtype")
+			"and Axolotl casts back only the norms, embed_tokens and lm_head: any other ("+model.kind+"'s biases, routers, convolutions, if it has them) stays fp32, which memsh keeps in the model's dtype")
 	}
 	return nil
 }

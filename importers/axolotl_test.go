@@ -3,6 +3,7 @@ package importers
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,6 +81,16 @@ func TestAxolotl(t *testing.T) {
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), quant = "int8", lora = lora(rank = 32, alpha = 16, targets = ["all-linear"], dropout = 0.05),
              batch = 1, seq = 8192, grad_accum = 4, precision = "fp16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB")`,
 	}, {
+		// Mistral-7B-v0.1 is in memsh's zoo: no --model; lora_target_linear
+		// and its lora_target_modules are every linear layer but the head
+		name:        "Mistral QLoRA, the zoo's model",
+		file:        "axolotl/mistral_qlora.yml",
+		step:        axolotlStep(2, 4, 1, 8192),
+		notModelled: []string{axolotlKernelsNote},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 16384, grad_accum = 4,
+             precision = "bf16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB")`,
+	}, {
 		name:        "Llama 3.1 full fine-tune",
 		file:        "axolotl/llama3_fft_8b.yaml",
 		step:        axolotlStep(1, 8, 1, 8192),
@@ -156,6 +167,20 @@ func TestAxolotlErrors(t *testing.T) {
 	})
 }
 
+// Axolotl's Qwen3-32B QLoRA example runs Apple's cut cross-entropy (a
+// plugin), which memsh does not replay: the error names the key and the
+// plugin.
+func TestAxolotlRefusedExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "axolotl", "qwen3_32b_qlora.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErrorCases(t, []errorCase{{name: "Qwen3 32B QLoRA with cut cross-entropy", file: "qwen3_32b_qlora.yaml", config: string(data),
+		opts: Options{Model: "config.json"},
+		want: "qwen3_32b_qlora.yaml:7: key plugins: not modelled: plugins (cut_cross_entropy, liger, kernels, ...) patch the model and its loss, " +
+			"here axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin", wantHint: "Starlark"}})
+}
+
 // An Axolotl config is told by base_model with one of its batch, sequence,
 // adapter or dataset keys, before LLaMA-Factory's and TrainingArguments'
 // importers look at it; base_model alone tells nothing.
@@ -170,4 +195,33 @@ func TestAxolotlDetect(t *testing.T) {
 	}
 	runErrorCases(t, []errorCase{{name: "Axolotl's keys without base_model", file: "r.yaml", config: "micro_batch_size: 2\nsequence_len: 512\n",
 		want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"}})
+}
+
+// QLoRA's prepare_model_for_kbit_training leaves in fp32 what Axolotl does
+// not cast back: Qwen2's q, k and v biases are listed as not modelled;
+// Qwen3 without attention_bias has none.
+func TestAxolotlKbitNote(t *testing.T) {
+	const cfg = "adapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nmicro_batch_size: 1\n" +
+		"gradient_accumulation_steps: 1\nattn_implementation: flash_attention_2\nlora_mlp_kernel: false\nsample_packing: true\n"
+	qwen3, err := os.ReadFile(filepath.Join("..", "sim", "testdata", "hf", "qwen3-8b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		base string
+		o    Options
+		want []string
+	}{
+		{"Qwen/Qwen2-7B", Options{}, []string{"adapter: prepare_model_for_kbit_training upcasts to fp32 every weight bitsandbytes does not quantize, " +
+			"and Axolotl casts back only the norms, embed_tokens and lm_head: any other (qwen2's biases, routers, convolutions, if it has them) stays fp32, which memsh keeps in the model's dtype"}},
+		{"Qwen/Qwen3-8B", Options{Model: "config.json", ModelData: qwen3}, nil},
+	} {
+		res, err := Import("r.yml", []byte("base_model: "+c.base+"\n"+cfg), defaults(c.o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.NotModelled, c.want) {
+			t.Errorf("%s: not modelled %q, want %q", c.base, res.NotModelled, c.want)
+		}
+	}
 }
