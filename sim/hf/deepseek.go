@@ -11,7 +11,7 @@ import (
 // at 5.17.0 takes DeepseekV3Attention and GLM-4.5's experts and router,
 // which are DeepSeek-V3's): multi-head
 // latent attention (nn.MLA), first_k_dense_replace dense layers, then MoE
-// layers (every moe_layer_freq-th) of n_routed_experts fine-grained
+// layers of n_routed_experts fine-grained
 // experts with sigmoid routing and the auxiliary-loss-free correction
 // bias (a buffer, whatever topk_method says) beside n_shared_experts
 // always-on experts, looped over as transformers 4.x does (DeepseekV3MoE.moe).
@@ -23,6 +23,9 @@ import (
 // train them (nn.MTP: embedding and head shared with the main model).
 func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
 	at, estimate := deepSeekMLA(c, attn)
+	if c.modelType == "glm4_moe_lite" {
+		c.mlpLayerTypes()
+	}
 	if c.err != nil {
 		return nil
 	}
@@ -49,12 +52,14 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 
 // buildRouted builds the decoder DeepSeek-V3's layout shares (DeepSeek-V3
 // and GLM-4.5 alike, each with its own attention at): first_k_dense_replace
-// dense layers, then MoE layers (every moe_layer_freq-th) of
+// dense layers, then MoE layers (moe_layer_freq must be 1) of
 // n_routed_experts fine-grained experts with sigmoid routing and the
 // auxiliary-loss-free correction bias (a buffer, whatever topk_method
 // says) beside n_shared_experts always-on experts, looped over as transformers
 // 4.x does (DeepseekV3MoE.moe, which Glm4MoeMoE subclasses), and the
-// multi-token prediction modules mtp adds. attnParams estimates the
+// multi-token prediction modules mtp adds. A key config.json leaves out
+// is its config class's default (routedClasses: routedKeys fills them in
+// before the family builds). attnParams estimates the
 // attention's parameters for the size check.
 func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *core.Model {
 	return buildRoutedAt(c, func(int64) core.Layer { return at }, attnParams, head)
@@ -71,9 +76,11 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	act := c.mlpAct("hidden_act", "silu", true)
 	c.object("rope_scaling")
 	c.prob("attention_dropout", 0)
-	experts := c.sizeOr("n_routed_experts", 0)
-	firstDense := c.firstDense()
-	freq := c.sizeOr("moe_layer_freq", 1)
+	firstDense := min(c.firstDense(), layers)
+	if f := c.intOr("moe_layer_freq", 1); c.err == nil && f != 1 {
+		// the hub's remote code (modeling_deepseek.py) reads it
+		c.fail("moe_layer_freq", "must be 1 for model_type %s (got %d): transformers builds an MoE block in every layer from first_k_dense_replace on and never reads it", c.modelType, f)
+	}
 	nextn := c.intOr("num_nextn_predict_layers", 0)
 	if c.err != nil {
 		return nil
@@ -91,14 +98,15 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 		return made[k]
 	}
 	estimate := 0.0
-	if firstDense > 0 || experts == 0 {
+	if firstDense > 0 {
 		inter := c.size("intermediate_size")
 		denseFF = &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
 		estimate = 3 * float64(hidden) * float64(inter)
 	}
-	if experts > 0 {
+	if firstDense < layers {
+		experts := c.size("n_routed_experts")
 		moeInter := c.size("moe_intermediate_size")
-		moe := c.routedMoE(hidden, moeInter, experts, act)
+		moe := c.routedMoE(hidden, moeInter, experts, c.count("n_shared_experts"), act) // Dots1Config's default None: required
 		c.checkLayer(moe, moeKeys("n_routed_experts", "num_experts_per_tok"))
 		moeFF = moe
 		estimate = float64(experts+moe.SharedExperts) * 3 * float64(hidden) * float64(moeInter)
@@ -111,7 +119,7 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	ff := denseFF
 	for i := range blocks {
 		ff = denseFF
-		if moeFF != nil && int64(i) >= firstDense && int64(i)%freq == 0 {
+		if int64(i) >= firstDense {
 			ff = moeFF
 		}
 		blocks[i] = block(atFor(int64(i)), ff)
@@ -133,46 +141,40 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 // topk_method says (it never reads the key: modeling_deepseek_v3.py l. 130
 // in 5.25.0, l. 121 in 4.57.1; Glm4MoeTopkRouter the same); only the hub's
 // remote code makes it for "noaux_tc" alone (TestScoreBiasWhateverTopkMethod).
-func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
+func (c *hfConfig) routedMoE(hidden, inter, experts, shared int64, act string) *nn.MoE {
 	switch c.modelType {
 	case "deepseek_v2":
-		return c.deepSeekV2MoE(hidden, inter, experts, act)
+		return c.deepSeekV2MoE(hidden, inter, experts, shared, act)
 	case "mistral4":
-		return c.mistral4MoE(hidden, inter, experts, act)
+		return c.mistral4MoE(hidden, inter, experts, shared, act)
 	}
 	if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
 		c.fail("scoring_func", "must be \"sigmoid\" for model_type %s (got %q)", c.modelType, f)
 	}
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
-		NormTopK: c.flag("norm_topk_prob", c.modelType != "dots1"), ScoreBias: true, // Dots1Config: norm_topk_prob false
-		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
+		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: true,
+		SharedExperts: shared, SharedHidden: inter}
 }
 
 // firstDense is how many layers come before the first MoE layer:
-// first_k_dense_replace, or none for solar_open, whose decoder layer is
-// an MoE layer whatever its index (SolarOpenDecoderLayer, 5.25.0; its
-// config class has no first_k_dense_replace).
+// first_k_dense_replace (its class's default: routedClasses), or none for
+// solar_open, whose decoder layer is an MoE layer whatever its index
+// (SolarOpenDecoderLayer, 5.25.0; its config class has no
+// first_k_dense_replace), or one for glm4_moe_lite, whose config class
+// has no first_k_dense_replace either: Glm4MoeLiteConfig's mlp_layer_types
+// defaults to ["dense"] + ["sparse"] * (layers - 1), and transformers
+// reads no first_k_dense_replace, so a file's other than 1 is refused
+// (GLM-4.7-Flash's says 1).
 func (c *hfConfig) firstDense() int64 {
-	if c.modelType == "solar_open" {
-		return 0
-	}
-	return c.intOr("first_k_dense_replace", c.firstDenseDefault())
-}
-
-// firstDenseDefault is first_k_dense_replace's default, the config class's
-// (transformers 5.17.0): DeepseekV3Config, DeepseekV32Config and
-// GlmMoeDsaConfig 3 (Kimi K2.5's text_config is a DeepseekV3Config),
-// Glm4MoeConfig 1, Glm4MoeLiteConfig 1 (it has no first_k_dense_replace:
-// its mlp_layer_types defaults to ["dense"] + ["sparse"] * (layers - 1)).
-// A config.json that omits the key builds the class's model.
-func (c *hfConfig) firstDenseDefault() int64 {
 	switch c.modelType {
-	case "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k25":
-		return 3
-	case "glm4_moe", "glm4_moe_lite":
+	case "solar_open":
+		return 0
+	case "glm4_moe_lite":
+		if k := c.intOr("first_k_dense_replace", 1); c.err == nil && k != 1 {
+			c.fail("first_k_dense_replace", "must be 1 for model_type glm4_moe_lite (got %d): Glm4MoeLiteConfig has no such key and builds layer 0 dense, the others MoE (mlp_layer_types)", k)
+		}
 		return 1
 	}
-	// DeepseekV2Config: 0 (DeepSeek-V2's configs set 1).
-	return 0
+	return c.intOr("first_k_dense_replace", 0)
 }

@@ -24,7 +24,7 @@ import "github.com/memsh/memsh/sim/nn"
 // by copying into new_empty (expand_kv), where nn.MLA lowers DeepSeek-V3's
 // rotate_half and cat: one layer keeps the same bytes under both model
 // types in transformers 5.25.0 (TestDeepSeekV2LayerSavesAsTransformers).
-func (c *hfConfig) deepSeekV2MoE(hidden, inter, experts int64, act string) *nn.MoE {
+func (c *hfConfig) deepSeekV2MoE(hidden, inter, experts, shared int64, act string) *nn.MoE {
 	method := c.str("topk_method", "greedy")
 	switch method {
 	case "greedy":
@@ -42,5 +42,5 @@ func (c *hfConfig) deepSeekV2MoE(hidden, inter, experts int64, act string) *nn.M
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSoftmax, RouterFP32: true, ParamRouter: true,
 		GroupLimited:  method == "group_limited_greedy",
-		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
+		SharedExperts: shared, SharedHidden: inter}
 }

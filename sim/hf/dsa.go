@@ -39,9 +39,10 @@ func dsaIndexer(c *hfConfig) *nn.DSAIndexer {
 		TopK: c.sizeOr("index_topk", 2048)}
 }
 
-// mlpLayerTypes checks DeepseekV32Config's mlp_layer_types, which replaces
+// mlpLayerTypes checks the mlp_layer_types of DeepseekV32Config,
+// GlmMoeDsaConfig and Glm4MoeLiteConfig, which replaces
 // first_k_dense_replace's pattern when given: only that pattern
-// (first_k_dense_replace "dense" layers, then "sparse") is modelled.
+// (firstDense "dense" layers, then "sparse") is modelled.
 func (c *hfConfig) mlpLayerTypes() {
 	raw, ok := c.raw["mlp_layer_types"]
 	if !ok || raw == nil || c.err != nil {
@@ -49,7 +50,7 @@ func (c *hfConfig) mlpLayerTypes() {
 	}
 	list, ok := raw.([]any)
 	layers := c.size("num_hidden_layers")
-	dense := c.intOr("first_k_dense_replace", c.firstDenseDefault()) // as buildRouted reads it
+	dense := c.firstDense() // as buildRouted reads it
 	if !ok || int64(len(list)) != layers {
 		c.fail("mlp_layer_types", "must list \"dense\" or \"sparse\" for each of the %d layers", layers)
 		return

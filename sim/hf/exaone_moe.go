@@ -18,7 +18,7 @@ import (
 // 1, on), DeepSeek-V3's MoE block: num_experts experts of
 // moe_intermediate_size behind DeepseekV3TopkRouter's fp32 sigmoid with
 // the correction bias, num_shared_experts (default 1) shared ones
-// (routedMoE). The router's weight and bias are kept fp32 as DeepSeek-V3's
+// (routedMoE; ExaoneMoeConfig's defaults: routedClasses). The router's weight and bias are kept fp32 as DeepSeek-V3's
 // (_keep_in_fp32_modules_strict, gate.weight from 5.24). The MTP modules
 // the checkpoint holds (mtp.*) are not built.
 func buildExaoneMoe(c *hfConfig, attn string, head hfHead) *core.Model {
@@ -28,10 +28,9 @@ func buildExaoneMoe(c *hfConfig, attn string, head hfHead) *core.Model {
 	act := c.mlpAct("hidden_act", "silu", true)
 	full, local, sliding := c.exaone4Attention(attn, layers, hidden, heads, kv, hd)
 	experts := c.size("num_experts")
-	moe := c.routedMoE(hidden, c.size("moe_intermediate_size"), experts, act)
-	moe.SharedExperts = c.intOr("num_shared_experts", 1)
+	moe := c.routedMoE(hidden, c.size("moe_intermediate_size"), experts, c.count("num_shared_experts"), act)
 	c.checkLayer(moe, moeKeys("num_experts", "num_experts_per_tok"))
-	sparse := c.sparseLayers(layers, c.intOr("first_k_dense_replace", 1))
+	sparse := c.sparseLayers(layers, c.intOr("first_k_dense_replace", 0))
 	if c.err != nil {
 		return nil
 	}

@@ -334,7 +334,7 @@ var hfFamilies = []hfFamily{
 	// param2moe: BharatGen's Param2-17B-A2.4B, run as Glm4MoeForCausalLM
 	// under Param2MoeConfig (sarvam_moe.go); the 5.25.0 wheel is the first
 	// with models/param2moe (absent from 5.24.0).
-	{modelType: "param2moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoEAlias, since: [2]int{5, 25}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	{modelType: "param2moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{5, 25}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "phi", prefix: "Phi", base: "model", heads: decoderHeads, build: buildPhi, since: [2]int{4, 37}},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
@@ -366,7 +366,7 @@ var hfFamilies = []hfFamily{
 	// SarvamMoEConfig (sarvam_moe.go); the 5.24.0 wheel is the first with
 	// models/sarvam_moe (absent from 5.23.0), its config class 5.25.0's but
 	// for the tensor-parallel plan, its Glm4Moe modelling 5.25.0's.
-	{modelType: "sarvam_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoEAlias, since: [2]int{5, 24}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	{modelType: "sarvam_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{5, 24}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "seed_oss", prefix: "SeedOss", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},
 	// smollm3: transformers 4.53 (the SmolLM3-3B card: "The modeling code
 	// for SmolLM3 is available in transformers v4.53.0"). smollm3.go.

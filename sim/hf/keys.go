@@ -257,6 +257,20 @@ func isLayerCount(key string) bool {
 	return false
 }
 
+// count reads a required non-negative integer (a count that may be 0).
+func (c *hfConfig) count(key string) int64 {
+	if !c.has(key) {
+		if c.err == nil {
+			c.err = &units.Error{
+				Msg:  fmt.Sprintf("config.json has no %q (model_type %q needs it, a whole number, 0 or more)", c.at(key), c.modelType),
+				Hint: "is this the model's config.json (the one next to its weights on the hub)?",
+			}
+		}
+		return 0
+	}
+	return c.intValue(key, 0)
+}
+
 // intOr reads an optional non-negative integer (a count that may be 0).
 func (c *hfConfig) intOr(key string, def int64) int64 {
 	if !c.has(key) {

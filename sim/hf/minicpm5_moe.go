@@ -47,8 +47,7 @@ func buildMiniCPM5Moe(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	experts := c.sizeOr(expertsKey, 160)
 	moeInter := c.sizeOr("moe_intermediate_size", 512)
-	moe := c.routedMoE(hidden, moeInter, experts, act)
-	moe.SharedExperts = c.intOr("n_shared_experts", 1)
+	moe := c.routedMoE(hidden, moeInter, experts, c.intOr("n_shared_experts", 1), act)
 	c.checkLayer(at, nil)
 	c.checkLayer(moe, moeKeys(expertsKey, "num_experts_per_tok"))
 	sparse := c.sparseLayers(layers, c.intOr("first_k_dense_replace", 1))

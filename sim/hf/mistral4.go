@@ -43,7 +43,7 @@ func buildMistral4(c *hfConfig, attn string, head hfHead) *core.Model {
 }
 
 // mistral4MoE is Mistral4MoE's routed block (buildMistral4's doc).
-func (c *hfConfig) mistral4MoE(hidden, inter, experts int64, act string) *nn.MoE {
+func (c *hfConfig) mistral4MoE(hidden, inter, experts, shared int64, act string) *nn.MoE {
 	groups, topGroups := c.sizeOr("n_group", 1), c.sizeOr("topk_group", 1)
 	if c.err == nil && (experts%groups != 0 || experts/groups < 2) {
 		// view(-1, n_group, experts // n_group).topk(2)
@@ -56,5 +56,5 @@ func (c *hfConfig) mistral4MoE(hidden, inter, experts int64, act string) *nn.MoE
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSoftmax, RouterName: "gate", SoftmaxInDType: true,
 		NormTopK:      c.flag("norm_topk_prob", true),
-		SharedExperts: c.intOr("n_shared_experts", 1), SharedHidden: inter}
+		SharedExperts: shared, SharedHidden: inter}
 }
