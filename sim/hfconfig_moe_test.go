@@ -32,11 +32,11 @@ func TestHFLayerPatterns(t *testing.T) {
 		// Dots1Config: the layers from max_window_layers on slide when
 		// sliding_window is set, unless layer_types says otherwise.
 		{"dots1", `{"model_type": "dots1", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
-			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "n_routed_experts": 4, "moe_intermediate_size": 16,
+			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "n_routed_experts": 4, "n_shared_experts": 1, "moe_intermediate_size": 16,
 			"num_experts_per_tok": 2, "first_k_dense_replace": 1, "sliding_window": 8, "max_window_layers": 1}`,
 			[]int64{1, 2}, 8},
 		{"dots1 layer_types", `{"model_type": "dots1", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
-			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "n_routed_experts": 4, "moe_intermediate_size": 16,
+			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "n_routed_experts": 4, "n_shared_experts": 1, "moe_intermediate_size": 16,
 			"num_experts_per_tok": 2, "first_k_dense_replace": 1, "sliding_window": 8, "max_window_layers": 1,
 			"layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}`,
 			[]int64{0, 2}, 8},
