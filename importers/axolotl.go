@@ -65,9 +65,12 @@ import (
 //   - attn_implementation, or its deprecated flags flash_attention,
 //     sdp_attention, eager_attention (enums.py l.118-126); unset,
 //     transformers' default (sdpa);
-//   - deepspeed (a JSON path) as the Trainer's integration reads it.
+//   - deepspeed (a JSON path) as the Trainer's integration reads it
+//     (deepspeed.initialize casts the model to its config's precision),
+//     FSDP as axolotlFSDP says (under FSDP Axolotl casts nothing to fp32
+//     for good: loaders/model.py l.427-437, l.454-477, l.1003-1009).
 //
-// FSDP, RL, reward models, plugins, Unsloth, ReLoRA, LISA and the other
+// RL, reward models, plugins, Unsloth, ReLoRA, LISA and the other
 // options axolotlRefused lists are config errors naming the key.
 var axolotlTrainer = &trainer{
 	name:  "axolotl",
@@ -86,7 +89,7 @@ var axolotlTrainer = &trainer{
 		return false
 	},
 	plan:     axolotlPlan,
-	noEffect: axolotlNoEffect,
+	noEffect: append(append([]string{}, axolotlNoEffect...), axolotlFSDPNoEffect...),
 }
 
 func axolotlPlan(t *tree, o Options) (*plan, error) {
@@ -122,7 +125,11 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if adapter == "" && dtype != "float32" && attn != "flash_attention_2" && !t.hasUnder("deepspeed") {
+	fsdp, err := axolotlFSDP(t, adapter)
+	if err != nil {
+		return nil, err
+	}
+	if adapter == "" && dtype != "float32" && attn != "flash_attention_2" && !t.hasUnder("deepspeed") && fsdp == 0 {
 		return nil, t.errorf("attn_implementation", "attn_implementation: flash_attention_2 (Axolotl then casts them back), or write the plan in Starlark",
 			"a full fine-tune with %s attention keeps embed_tokens, lm_head and the norms in fp32 over %s weights (loaders/model.py _configure_embedding_dtypes), which memsh's precision does not model", attnName(attn), dtype)
 	}
@@ -131,10 +138,10 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("load_in_8bit", "bf16: false (Axolotl then loads float16 weights for load_in_8bit), or adapter: qlora with load_in_4bit",
 			"memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16")
 	}
-	if err := axolotlQuant(t, adapter, model); err != nil {
+	if err := axolotlQuant(t, adapter, model, fsdp == 0 && !t.hasUnder("deepspeed")); err != nil {
 		return nil, err
 	}
-	if err := axolotlLoRA(t, adapter); err != nil {
+	if err := axolotlLoRA(t, adapter, fsdp == 1 && o.GPUs > 1); err != nil {
 		return nil, err
 	}
 	if err := axolotlCheckpoint(t, model.kind); err != nil {
@@ -160,8 +167,20 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	run := hfRun{adaptersInBaseDtype: !autocastAdapters}
+	if adapter == "qlora" {
+		// bnb_4bit_quant_storage bf16, fp32 for Jamba, Qwen2-MoE and
+		// Nemotron-H without DeepSpeed or FSDP (loaders/model.py l.720-729)
+		run.quantStorage = "bf16"
+		switch model.kind {
+		case "jamba", "qwen2_moe", "nemotron_h":
+			if fsdp == 0 && !t.hasUnder("deepspeed") {
+				run.quantStorage = "fp32"
+			}
+		}
+	}
 	o.Seq = 0 // axolotlRows derived the row's length, --seq included
-	return hfPlanAs(t, o, hfRun{adaptersInBaseDtype: !autocastAdapters})
+	return hfPlanAs(t, o, run)
 }
 
 // has says whether the config sets key (to anything but null).

@@ -45,8 +45,10 @@ func axolotlAdapter(t *tree) (string, error) {
 
 // axolotlQuant is qlora's bitsandbytes config (loaders/model.py
 // l.712-738): nf4 with double quantization, its storage dtype bf16 (the
-// same bytes), bnb_config_kwargs merged over it.
-func axolotlQuant(t *tree, adapter string, model axolotlModel) error {
+// same bytes), bnb_config_kwargs merged over it. kbitPrepared says
+// prepare_model_for_kbit_training runs (not under FSDP or DeepSpeed,
+// which cast the model whole).
+func axolotlQuant(t *tree, adapter string, model axolotlModel, kbitPrepared bool) error {
 	if adapter != "qlora" {
 		return nil
 	}
@@ -62,7 +64,7 @@ func axolotlQuant(t *tree, adapter string, model axolotlModel) error {
 		return t.errorf("bnb_config_kwargs.bnb_4bit_quant_type", "memsh models nf4", "quant type %s is not modelled", quoteKey(kind))
 	}
 	t.derive("use_bnb_nested_quant", double, "adapter")
-	if !model.plain {
+	if kbitPrepared && !model.plain {
 		// prepare_model_for_kbit_training upcasts what bitsandbytes leaves;
 		// Axolotl casts back only the modules named *norm*, embed_tokens
 		// and lm_head (model.py l.1025-1046)
@@ -77,7 +79,7 @@ func axolotlQuant(t *tree, adapter string, model axolotlModel) error {
 // default), lora_dropout 0.0 (schemas/peft.py l.233-238), the targets
 // lora_target_modules plus, with lora_target_linear, every linear layer
 // but the head (find_all_linear_names, l.54-71).
-func axolotlLoRA(t *tree, adapter string) error {
+func axolotlLoRA(t *tree, adapter string, fsdp1MultiGPU bool) error {
 	if adapter == "" {
 		return nil
 	}
@@ -146,17 +148,17 @@ func axolotlLoRA(t *tree, adapter string) error {
 	t.notModelledIf("peft_use_dora", "DoRA's magnitude vectors and the weight norm it computes")
 	t.notModelledIf("peft_use_rslora", "rank-stabilised scaling (the same tensors)")
 	t.notModelledIf("lora_model_dir", "the saved adapter's adapter_config.json sets its rank and targets, not lora_r and lora_target_*")
-	axolotlKernels(t, adapter)
+	axolotlKernels(t, adapter, fsdp1MultiGPU)
 	return nil
 }
 
 // axolotlKernels are Axolotl's fused LoRA kernels, which its validator
 // turns on for lora and qlora when none of their keys is set, except
-// 8-bit LoRA and trust_remote_code (check_auto_enable_lora_kernels,
-// schemas/config.py l.1899-1997).
-func axolotlKernels(t *tree, adapter string) {
+// 8-bit LoRA, trust_remote_code and FSDP1 over several GPUs
+// (check_auto_enable_lora_kernels, schemas/config.py l.1899-1997).
+func axolotlKernels(t *tree, adapter string, fsdp1MultiGPU bool) {
 	keys := []string{"lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "lora_embedding_kernel"}
-	auto := adapter == "qlora" || !t.leaves["load_in_8bit"].truthy()
+	auto := (adapter == "qlora" || !t.leaves["load_in_8bit"].truthy()) && !fsdp1MultiGPU
 	var on []string
 	for _, k := range keys {
 		if t.has(k) {

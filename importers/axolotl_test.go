@@ -37,7 +37,7 @@ func axolotlStep(micro, accum, world, seq int64) step {
 func TestAxolotl(t *testing.T) {
 	llama := map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"}
 	readAxolotl := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join("testdata", "axolotl", name)) }
-	const qlora = `quant = "nf4-dq", lora = lora(rank = 32, alpha = 16, targets = ["all-linear"], dropout = 0.05)`
+	const qlora = `quant = "nf4-dq", quant_storage = "bf16", lora = lora(rank = 32, alpha = 16, targets = ["all-linear"], dropout = 0.05)`
 	const gc = `checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True)`
 	runImportCases(t, []importCase{{
 		name:        "Llama 3 QLoRA, packed",
@@ -91,6 +91,32 @@ func TestAxolotl(t *testing.T) {
 plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 16384, grad_accum = 4,
              precision = "bf16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB")`,
 	}, {
+		// FSDP1 (no fsdp_version: Axolotl's default) with fsdp_-prefixed
+		// keys: QLoRA's 4-bit codes stored in bf16 and offloaded with the
+		// rest; no fused LoRA kernels (not auto-enabled under FSDP1 over
+		// several GPUs); sync_module_states as the Trainer passes it
+		name:    "Qwen3 QLoRA under FSDP1 with CPU offload on 8 GPUs",
+		file:    "axolotl/qwen3_qlora_fsdp.yaml",
+		step:    axolotlStep(1, 4, 8, 2048),
+		opts:    Options{Model: "qwen3-8b.json", GPUs: 8},
+		files:   map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"},
+		unknown: []string{"fsdp_config.fsdp_use_orig_params"},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "flash"), quant = "nf4-dq", quant_storage = "bf16",
+             lora = lora(rank = 32, alpha = 64, targets = ["all-linear"], dropout = 0.05), batch = 1, seq = 2048, grad_accum = 4,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True), offload = offload(params = "cpu"))`,
+	}, {
+		// FSDP2: Axolotl casts the norms and embeddings back to bf16 (sdpa
+		// then allowed); accelerate 1.11+ accumulates without gradient sync
+		name:        "Llama 3.1 full fine-tune under FSDP2 on 8 GPUs, sdpa",
+		file:        "axolotl/llama3_fft_8b.yaml",
+		step:        axolotlStep(1, 8, 8, 8192),
+		opts:        Options{Model: "llama-3-8b.json", GPUs: 8, Overrides: []string{"fsdp_version=2", "fsdp_config.reshard_after_forward=true", "attn_implementation=sdpa", "sample_packing=false"}},
+		files:       llama,
+		notModelled: []string{"sequence_len: unpacked rows are padded to the batch's longest, at most 8192 tokens: memsh replays rows of 8192 (--seq N for another length)", axolotlTokensNote},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "sdpa"), batch = 1, seq = 8192, grad_accum = 8,
+             precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
+	}, {
 		name:        "Llama 3.1 full fine-tune",
 		file:        "axolotl/llama3_fft_8b.yaml",
 		step:        axolotlStep(1, 8, 1, 8192),
@@ -129,8 +155,16 @@ func TestAxolotlErrors(t *testing.T) {
 			want: "r.yml:9: key rl: not modelled: RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations, here dpo", wantHint: "Starlark"},
 		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", opts: o,
 			want: "r.yml:10: key plugins: not modelled: plugins (cut_cross_entropy, liger, kernels, ...) patch the model and its loss, here axolotl.integrations.liger.LigerPlugin", wantHint: "leave it out"},
-		{name: "FSDP", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_version: 2\n", opts: o,
-			want: "r.yml:10: key fsdp_config.fsdp_version: not modelled: Axolotl's FSDP (its fsdp_config) is not read yet, here 2", wantHint: "Starlark"},
+		{name: "QLoRA under FSDP2", file: "r.yml", config: strings.Replace(lora, "adapter: lora", "adapter: qlora\nload_in_4bit: true", 1) + "fsdp_version: 2\nfsdp_config:\n  offload_params: true\n", opts: o,
+			want: "r.yml:10: key fsdp_version: bitsandbytes' 4-bit weights under FSDP2 (fully_shard) are not modelled", wantHint: "fsdp_version: 1"},
+		{name: "FSDP's own checkpointing", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_version: 2\n  activation_checkpointing: true\n", opts: o,
+			want: "r.yml:11: key fsdp_config.activation_checkpointing: not modelled: FSDP's own activation checkpointing (say gradient_checkpointing: true instead)", wantHint: "Starlark"},
+		{name: "size-based wrapping", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n", opts: o,
+			want: "r.yml:10: key fsdp_config.fsdp_auto_wrap_policy: policy SIZE_BASED_WRAP is not modelled", wantHint: "TRANSFORMER_BASED_WRAP"},
+		{name: "hybrid sharding", file: "r.yml", config: lora + "fsdp:\n  - hybrid_shard\nfsdp_config:\n  fsdp_version: 1\n", opts: o,
+			want: "r.yml:10: key fsdp: hybrid_shard is not modelled", wantHint: "full_shard"},
+		{name: "FSDP2 kept unsharded after forward", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_version: 2\n  reshard_after_forward: false\n", opts: o,
+			want: "r.yml:11: key fsdp_config.reshard_after_forward: parameters kept unsharded between forward and backward are not modelled", wantHint: "by default"},
 		{name: "Unsloth", file: "r.yml", config: lora + "unsloth_lora_mlp: true\n", opts: o,
 			want: "r.yml:9: key unsloth_lora_mlp: not modelled: Unsloth's kernels", wantHint: "Starlark"},
 		{name: "a TrainingArguments key", file: "r.yml", config: lora + "per_device_train_batch_size: 4\n", opts: o,

@@ -97,6 +97,10 @@ type hfRun struct {
 	// adaptersInBaseDtype: LoRA's adapters in the base layer's dtype
 	// (get_peft_model(autocast_adapter_dtype=False)), not fp32.
 	adaptersInBaseDtype bool
+	// quantStorage is the float dtype a 4-bit model's codes are stored in
+	// (bitsandbytes' bnb_4bit_quant_storage, train(quant_storage=)); ""
+	// leaves bitsandbytes' uint8.
+	quantStorage string
 }
 
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
@@ -235,6 +239,9 @@ func hfAdapters(t *tree, p *plan, run hfRun) error {
 		p.set("quant", str("nf4"))
 	case in8:
 		p.set("quant", str("int8"))
+	}
+	if in4 && run.quantStorage != "" {
+		p.set("quant_storage", str(run.quantStorage))
 	}
 	rank, err := t.integer("lora_r", 16, 1, 1<<16)
 	if err != nil {

@@ -1,0 +1,115 @@
+package importers
+
+import (
+	"fmt"
+	"strings"
+)
+
+// axolotlFSDP is Axolotl's FSDP as the hf importer's fsdp and fsdp_config
+// say it (at axolotl 067b021c8): FSDP runs when fsdp or fsdp_config is set
+// (loaders/model.py l.157-160); its version is fsdp_version, or
+// fsdp_config's fsdp_version or version, else 1 (schemas/validation.py
+// l.1105-1123); fsdp_config's keys lose a leading fsdp_ (l.1083-1102).
+// The Trainer gets fsdp (full_shard when only fsdp_config is set,
+// core/builders/base.py l.684-686) and fsdp_config, and accelerate the
+// FSDP_* variables setup_fsdp_envs sets (utils/trainer.py l.591-622):
+// offload_params offloads the parameters to the CPU. It returns the
+// version, 0 without FSDP. QLoRA runs under FSDP1 only: memsh does not
+// replay bitsandbytes' 4-bit weights under FSDP2's fully_shard.
+func axolotlFSDP(t *tree, adapter string) (int64, error) {
+	if !t.hasUnder("fsdp") && !t.hasUnder("fsdp_config") && !t.has("fsdp_version") {
+		return 0, nil
+	}
+	key := func(name string) string { // fsdp_config.name, or its fsdp_-prefixed spelling
+		if k := "fsdp_config.fsdp_" + name; t.has(k) && !t.has("fsdp_config."+name) {
+			return k
+		}
+		return "fsdp_config." + name
+	}
+	version, from := int64(0), ""
+	for _, k := range []string{"fsdp_version", "fsdp_config.fsdp_version", "fsdp_config.version"} {
+		if t.has(k) && from == "" {
+			v, err := t.integer(k, 1, 1, 2)
+			if err != nil {
+				return 0, err
+			}
+			version, from = v, k
+		}
+	}
+	if from == "" {
+		version, from = 1, "fsdp_config"
+	}
+	offload, err := t.boolean(key("offload_params"), false)
+	if err != nil {
+		return 0, err
+	}
+	opts := []string{"full_shard", "auto_wrap"}
+	if list, err := t.strs("fsdp"); err != nil {
+		return 0, err
+	} else if list != nil {
+		opts = nil
+		for _, o := range list {
+			switch o {
+			case "full_shard", "auto_wrap":
+			case "offload":
+				offload = true
+				continue
+			default:
+				return 0, t.errorf("fsdp", "full_shard, auto_wrap, offload", "%s is not modelled", quoteKey(o))
+			}
+			opts = append(opts, o)
+		}
+	}
+	if offload {
+		opts = append(opts, "offload")
+	}
+	for _, r := range []struct{ name, what string }{
+		{"activation_checkpointing", "FSDP's own activation checkpointing (say gradient_checkpointing: true instead)"},
+		{"mixed_precision_policy", "an FSDP2 mixed-precision policy of its own"},
+	} {
+		if v, _ := t.get(key(r.name)); v != nil && v != false {
+			return 0, t.errorf(key(r.name), "leave it out, or write the plan in Starlark", "not modelled: %s", r.what)
+		}
+	}
+	if v, _ := t.get(key("reshard_after_forward")); v == false {
+		return 0, t.errorf(key("reshard_after_forward"), "leave it out (FSDP reshards after forward by default)", "parameters kept unsharded between forward and backward are not modelled")
+	}
+	if p, err := t.str(key("auto_wrap_policy"), "TRANSFORMER_BASED_WRAP"); err != nil {
+		return 0, err
+	} else if p != "TRANSFORMER_BASED_WRAP" {
+		return 0, t.errorf(key("auto_wrap_policy"), "TRANSFORMER_BASED_WRAP: a unit a decoder layer, as memsh wraps", "policy %s is not modelled", quoteKey(p))
+	}
+	if s, err := t.str(key("sharding_strategy"), "FULL_SHARD"); err != nil {
+		return 0, err
+	} else if s != "FULL_SHARD" && s != "1" {
+		return 0, t.errorf(key("sharding_strategy"), "FULL_SHARD", "sharding strategy %s is not modelled", quoteKey(s))
+	}
+	// FSDP1's limit_all_gathers, on by default (torch's
+	// FullyShardedDataParallel): what memsh replays
+	if on, err := t.boolean(key("limit_all_gathers"), true); err != nil {
+		return 0, err
+	} else if !on {
+		t.notModelled = append(t.notModelled, key("limit_all_gathers")+": FSDP1's all-gathers issued without its rate limiter (more unsharded layers at once): memsh replays the limiter's")
+	}
+	if version == 2 && adapter == "qlora" {
+		return 0, t.errorf(from, "fsdp_version: 1 (FSDP-QLoRA as accelerate's FSDP1 runs it), or write the plan in Starlark",
+			"bitsandbytes' 4-bit weights under FSDP2 (fully_shard) are not modelled")
+	}
+	if version == 2 {
+		t.notModelledIf(key("cpu_ram_efficient_loading"), "FSDP2 loads the weights on rank 0 and broadcasts them while it wraps the model: memsh replays the step, not the loading")
+	}
+	t.derive("fsdp", strings.Join(opts, " "), "fsdp")
+	t.derive("fsdp_config.fsdp_version", version, from)
+	return version, nil
+}
+
+// axolotlFSDPNoEffect are fsdp_config's keys that change nothing memsh
+// replays: how checkpoints are saved, the decoder layer's class (memsh
+// wraps each decoder layer), pinned host memory for offload.
+var axolotlFSDPNoEffect = func() []string {
+	var out []string
+	for _, k := range []string{"state_dict_type", "final_state_dict_type", "transformer_layer_cls_to_wrap", "cpu_offload_pin_memory"} {
+		out = append(out, "fsdp_config."+k, fmt.Sprintf("fsdp_config.fsdp_%s", k))
+	}
+	return out
+}()
