@@ -45,8 +45,7 @@ func TestHFNamesAsTransformers(t *testing.T) {
 		trees = readJSONL[hfTree](t, "hf_names.jsonl")
 		checkHFNamesCases(t, trees)
 	}
-	// The tiny LFM2-VL towers' patches need their processor's options.
-	processors := map[string][]byte{"lfm2_vl-tiny.json": lfm2VLProcessor(""), "lfm2_vl-nonorm-tiny.json": lfm2VLProcessor(""), "lfm2_vl-moe-tiny.json": lfm2VLProcessor("")}
+	processors := hfTestProcessors()
 	for _, tr := range trees {
 		modules := map[string]bool{"loss": true}
 		for _, m := range tr.Modules {
@@ -105,6 +104,12 @@ func TestHFNamesAsTransformers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hfTestProcessors are the processor options the configs of the
+// differential tests need: the tiny LFM2-VL towers' patches.
+func hfTestProcessors() map[string][]byte {
+	return map[string][]byte{"lfm2_vl-tiny.json": lfm2VLProcessor(""), "lfm2_vl-nonorm-tiny.json": lfm2VLProcessor(""), "lfm2_vl-moe-tiny.json": lfm2VLProcessor("")}
 }
 
 // expandBlocks is the module paths a Describe row's path stands for: one

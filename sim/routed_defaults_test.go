@@ -8,18 +8,18 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 )
 
-// routedKeys are the keys the DeepSeek-V3-style routed reader takes
+// classKeys are the keys the DeepSeek-V3-style routed reader takes
 // (tools/oracle/routed_defaults.py's ROUTED), each with a default in its
 // family's config class unless a case keeps it.
-var routedKeys = []string{"n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "intermediate_size",
+var classKeys = []string{"n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "intermediate_size",
 	"first_k_dense_replace", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "topk_method",
 	"scoring_func", "moe_layer_freq", "num_nextn_predict_layers", "hidden_act", "tie_word_embeddings",
 	"num_experts", "num_shared_experts", "num_local_experts"}
 
-// routedDrop is routedKeys but keep, each behind prefix.
+// routedDrop is classKeys but keep, each behind prefix.
 func routedDrop(prefix string, keep ...string) []string {
 	var out []string
-	for _, k := range routedKeys {
+	for _, k := range classKeys {
 		if !slices.Contains(keep, k) {
 			out = append(out, prefix+k)
 		}
@@ -49,7 +49,7 @@ func routedEdit(drop []string, rename map[string]string, set map[string]any) fun
 }
 
 // A config.json that leaves out the keys the routed reader takes builds
-// its config class's defaults, as transformers does (routedClasses: a
+// its config class's defaults, as transformers does (configClasses: a
 // missing n_routed_experts was read as 0, a dense model, and a missing
 // n_shared_experts as none). The parameters transformers 5.25.0 builds
 // from the same trimmed configs on the meta device (torch 2.15.0):

@@ -19,6 +19,11 @@ var pythonFloats = []struct{ literal, carried string }{
 	{"NaN", `"memsh-hftest-nan"`},
 }
 
+// Removed as an edit's value takes the key out of the config, as a
+// config.json that never said it: transformers then takes its config
+// class's default, where null sets None.
+type Removed struct{}
+
 // Edit reads sim/testdata/hf/file and sets each key of edit (EditFile).
 func Edit(t testing.TB, file string, edit map[string]any) []byte {
 	t.Helper()
@@ -41,7 +46,7 @@ func Edit(t testing.TB, file string, edit map[string]any) []byte {
 
 // EditFile reads the config.json at path and sets each key of edit, a
 // path through nested objects ("text_config.linear_num_key_heads"); a
-// nil value writes null. A key the file does not have fails the test: an
+// nil value writes null, Removed{} takes the key out. A key the file does not have fails the test: an
 // edit must change what the file says. Numbers keep their text.
 func EditFile(t testing.TB, path string, edit map[string]any) []byte {
 	t.Helper()
@@ -70,6 +75,10 @@ func EditFile(t testing.TB, path string, edit map[string]any) []byte {
 		}
 		if _, ok := obj[keys[len(keys)-1]]; !ok {
 			t.Fatalf("%s has no %q to edit", path, key)
+		}
+		if _, out := v.(Removed); out {
+			delete(obj, keys[len(keys)-1])
+			continue
 		}
 		obj[keys[len(keys)-1]] = v
 	}

@@ -22,6 +22,7 @@ func TestEdit(t *testing.T) {
 		{nil, `{"a":1,"big":12345678901234567890,"limit":[0.0,Infinity,-Infinity,NaN],"vision_config":{"heads":4}}`},
 		{map[string]any{"vision_config.heads": 3}, `{"a":1,"big":12345678901234567890,"limit":[0.0,Infinity,-Infinity,NaN],"vision_config":{"heads":3}}`},
 		{map[string]any{"a": nil, "vision_config.heads": []any{1, 1}}, `{"a":null,"big":12345678901234567890,"limit":[0.0,Infinity,-Infinity,NaN],"vision_config":{"heads":[1,1]}}`},
+		{map[string]any{"a": Removed{}, "vision_config.heads": Removed{}}, `{"big":12345678901234567890,"limit":[0.0,Infinity,-Infinity,NaN],"vision_config":{}}`},
 	} {
 		if got := string(EditFile(t, path, tc.edit)); got != tc.want {
 			t.Errorf("%v:\n got %s\nwant %s", tc.edit, got, tc.want)

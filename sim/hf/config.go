@@ -262,7 +262,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if n, ok := c.raw["_name_or_path"].(string); ok && n != "" {
 		c.name = n
 	}
-	c.routedKeys(s) // a DeepSeek-V3-style class's names and defaults
+	c.classKeys(s) // a DeepSeek-V3-style class's names and defaults
 	m := fam.build(c, impl, head)
 	if c.err != nil {
 		return nil, c.err

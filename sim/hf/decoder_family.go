@@ -98,7 +98,9 @@ func decoderFamilyOf(mt string) decoderFamily {
 	case "qwen3":
 		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, actKey: "hidden_act"}
 	case "qwen3_moe":
-		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, moe: "qwen3_moe", actKey: "hidden_act"}
+		// Qwen3MoeConfig has no head_dim field: Qwen3MoeAttention's
+		// getattr(config, "head_dim", hidden_size // num_attention_heads)
+		return decoderFamily{attnBias: true, qkNorm: true, moe: "qwen3_moe", actKey: "hidden_act"}
 	case "gemma":
 		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 1, actKey: "hidden_activation"}
 	case "gemma2":

@@ -58,7 +58,7 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 // says) beside n_shared_experts always-on experts, looped over as transformers
 // 4.x does (DeepseekV3MoE.moe, which Glm4MoeMoE subclasses), and the
 // multi-token prediction modules mtp adds. A key config.json leaves out
-// is its config class's default (routedClasses: routedKeys fills them in
+// is its config class's default (configClasses: classKeys fills them in
 // before the family builds). attnParams estimates the
 // attention's parameters for the size check.
 func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *core.Model {
@@ -158,7 +158,7 @@ func (c *hfConfig) routedMoE(hidden, inter, experts, shared int64, act string) *
 }
 
 // firstDense is how many layers come before the first MoE layer:
-// first_k_dense_replace (its class's default: routedClasses), or none for
+// first_k_dense_replace (its class's default: configClasses), or none for
 // solar_open, whose decoder layer is an MoE layer whatever its index
 // (SolarOpenDecoderLayer, 5.25.0; its config class has no
 // first_k_dense_replace), or one for glm4_moe_lite, whose config class

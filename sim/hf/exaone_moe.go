@@ -18,7 +18,7 @@ import (
 // 1, on), DeepSeek-V3's MoE block: num_experts experts of
 // moe_intermediate_size behind DeepseekV3TopkRouter's fp32 sigmoid with
 // the correction bias, num_shared_experts (default 1) shared ones
-// (routedMoE; ExaoneMoeConfig's defaults: routedClasses). The router's weight and bias are kept fp32 as DeepSeek-V3's
+// (routedMoE; ExaoneMoeConfig's defaults: configClasses). The router's weight and bias are kept fp32 as DeepSeek-V3's
 // (_keep_in_fp32_modules_strict, gate.weight from 5.24). The MTP modules
 // the checkpoint holds (mtp.*) are not built.
 func buildExaoneMoe(c *hfConfig, attn string, head hfHead) *core.Model {

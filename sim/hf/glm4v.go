@@ -48,12 +48,13 @@ func buildGLM4V(c *hfConfig, attn string, head hfHead) *core.Model {
 	lm.raw["tie_word_embeddings"] = c.flag("tie_word_embeddings", false) || lm.flag("tie_word_embeddings", false)
 	var m *core.Model
 	if c.modelType == "glm4v_moe" {
-		lm.routedKeys("glm4v_moe_text") // Glm4vMoeTextConfig's names and defaults
+		lm.classKeys("glm4v_moe_text") // Glm4vMoeTextConfig's names and defaults
 		lm.modelType = "glm4_moe"
 		lm.raw["use_qk_norm"] = false
 		glm4vRope(lm, 0.5, lm.headDim("hidden_size", "num_attention_heads", 0))
 		m = buildGLM4MoE(lm, attn, head)
 	} else {
+		lm.classKeys("glm4v_text") // Glm4vTextConfig's defaults
 		lm.modelType = "glm4"
 		hidden, heads := lm.size("hidden_size"), lm.size("num_attention_heads")
 		if lm.err == nil && heads > 0 {

@@ -27,6 +27,7 @@ func buildInternVL(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	tc.modelType = tc.str("model_type", "qwen2")
+	tc.classKeys(tc.modelType) // Qwen2Config's defaults
 	switch tc.modelType {
 	case "qwen2", "qwen3":
 	default:

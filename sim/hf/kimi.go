@@ -24,7 +24,7 @@ func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 		tc.fail("model_type", "must be Kimi K2's, \"kimi_k2\" or \"deepseek_v3\" (got %q)", mt)
 	}
 	tc.modelType, tc.mtp = "deepseek_v3", c.mtp
-	tc.routedKeys("deepseek_v3") // DeepseekV3Config's names and defaults
+	tc.classKeys("deepseek_v3") // DeepseekV3Config's names and defaults
 	if tc.err != nil {
 		c.err = tc.err
 		return nil

@@ -43,6 +43,7 @@ func buildLlama4(c *hfConfig, attn string, head hfHead) *core.Model {
 		if c.err != nil {
 			return nil
 		}
+		tc.classKeys("llama4_text") // Llama4TextConfig's defaults
 		tc.arch = c.arch
 	}
 	m := tc.llama4Text(attn, head)

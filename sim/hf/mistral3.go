@@ -33,6 +33,7 @@ func buildMistral3(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	tc.modelType = tc.str("model_type", "mistral")
+	tc.classKeys(tc.modelType) // MistralConfig's or Ministral3Config's defaults
 	switch tc.modelType {
 	case "mistral":
 	case "ministral3":

@@ -19,6 +19,7 @@ func buildMllama(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
+	tc.classKeys("mllama_text_model") // MllamaTextConfig's defaults
 	tc.modelType, tc.name = "llama", c.name
 	hidden := tc.size("hidden_size")
 	v := &nn.MllamaVision{Dim: vc.sizeOr("hidden_size", 1280), Layers: vc.sizeOr("num_hidden_layers", 32),

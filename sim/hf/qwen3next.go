@@ -64,6 +64,7 @@ func buildQwen35(c *hfConfig, attn string, head hfHead) *core.Model {
 		if c.err != nil {
 			return nil
 		}
+		tc.classKeys(c.modelType + "_text") // Qwen3_5TextConfig's or Qwen3_5MoeTextConfig's defaults
 		tc.mtp, tc.arch = c.mtp, c.arch
 	}
 	mtp := int64(0)

@@ -26,6 +26,7 @@ func buildQwen3VL(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
+	lm.classKeys(c.modelType + "_text") // Qwen3VLTextConfig's or Qwen3VLMoeTextConfig's defaults
 	lm.modelType, lm.mtp = "qwen3", c.mtp
 	// the model's own config ties the head (PreTrainedModel.tie_weights
 	// reads self.config: Qwen3VLConfig.tie_word_embeddings, default False)
@@ -34,14 +35,8 @@ func buildQwen3VL(c *hfConfig, attn string, head hfHead) *core.Model {
 		lm.modelType = "qwen3_moe"
 		// Qwen3VLMoeTextTopKRouter always renormalises its top-k weights
 		// (no norm_topk_prob in Qwen3VLMoeTextConfig); head_dim defaults
-		// to hidden_size / num_attention_heads.
+		// to hidden_size / num_attention_heads, as Qwen3MoeConfig's.
 		lm.raw["norm_topk_prob"] = true
-		if !lm.has("head_dim") {
-			h, n := lm.size("hidden_size"), lm.size("num_attention_heads")
-			if lm.err == nil {
-				lm.raw["head_dim"] = json.Number(core.Itoa(h / n))
-			}
-		}
 	}
 	lm.mrope = true
 	return c.joinVision(lm, tower, buildDecoder(lm, attn, head))
@@ -62,6 +57,11 @@ func buildQwen35VL(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	tc.modelType, tc.mtp, tc.mrope = c.modelType+"_text", c.mtp, true
+	tc.classKeys(tc.modelType) // Qwen3_5TextConfig's or Qwen3_5MoeTextConfig's defaults
+	tc.raw = cloneRaw(tc.raw)
+	// the model's own config ties the head (PreTrainedModel.tie_weights
+	// reads self.config: Qwen3_5Config.tie_word_embeddings, default False)
+	tc.raw["tie_word_embeddings"] = c.flag("tie_word_embeddings", false)
 	return c.joinVision(tc, tower, buildQwen35(tc, attn, head))
 }
 

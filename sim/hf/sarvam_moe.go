@@ -12,8 +12,8 @@ package hf
 // models/sarvam_moe/configuration_sarvam_moe.py) and param2moe
 // (BharatGen's Param2-17B-A2.4B, Param2MoeConfig in
 // models/param2moe/configuration_param2moe.py). Each config class is
-// Glm4MoeConfig with other defaults and these names (routedClasses, read
-// by routedKeys); its __post_init__ sets partial_rotary_factor 1.0 (the
+// Glm4MoeConfig with other defaults and these names (configClasses, read
+// by classKeys); its __post_init__ sets partial_rotary_factor 1.0 (the
 // whole head turned) where Glm4MoeConfig sets 0.5, and a
 // partial_rotary_factor inside rope_parameters is the one transformers
 // keeps (SarvamMoEConfig(rope_parameters={"partial_rotary_factor": 0.5})

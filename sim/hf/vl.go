@@ -85,7 +85,8 @@ func buildQwenVL(c *hfConfig, attn string, head hfHead, readTower func(vc *hfCon
 	}
 	mt := c.modelType
 	lm := c.textConfig()
-	lm.modelType = "qwen2" // the language model
+	lm.classKeys(mt + "_text") // Qwen2VLTextConfig's or Qwen2_5_VLTextConfig's defaults
+	lm.modelType = "qwen2"     // the language model
 	lm.mrope = true
 	m := buildDecoder(lm, attn, head)
 	c.err = lm.err

@@ -163,23 +163,33 @@ def default_class(raw, cfg):
     raise ValueError("no model class for " + type(cfg).__name__)
 
 
-if "--all" in sys.argv:
-    CASES = []
+def all_cases():
+    """Every config under sim/testdata/hf (flops/ included), as the class default_class names."""
+    cases = []
     for path in sorted(glob.glob(os.path.join(HF, "*.json")) + glob.glob(os.path.join(HF, "flops", "*.json"))):
         raw = json.load(open(path))
-        CASES.append((os.path.relpath(path, HF), "", (default_class(raw, transformers.AutoConfig.for_model(**raw)).__name__,)))
+        cases.append((os.path.relpath(path, HF), "", (default_class(raw, transformers.AutoConfig.for_model(**raw)).__name__,)))
+    return cases
 
-for config, prefix, heads in CASES:
-    raw = json.load(open(os.path.join(HF, config)))
-    cfg = transformers.AutoConfig.for_model(**raw)
-    for head in heads:
-        with torch.device("meta"):
-            model = getattr(transformers, prefix + head)(cfg)
-        first = {id(p): n for n, p in model.named_parameters()}
-        print(json.dumps({
-            "config": config, "arch": prefix + head,
-            "params": {n: p.numel() for n, p in model.named_parameters()},
-            "aliases": {n: first[id(p)] for n, p in model.named_parameters(remove_duplicate=False) if first[id(p)] != n},
-            "modules": [n for n, _ in model.named_modules()],
-            "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0],
-        }))
+
+def main():
+    cases = all_cases() if "--all" in sys.argv else CASES
+
+    for config, prefix, heads in cases:
+        raw = json.load(open(os.path.join(HF, config)))
+        cfg = transformers.AutoConfig.for_model(**raw)
+        for head in heads:
+            with torch.device("meta"):
+                model = getattr(transformers, prefix + head)(cfg)
+            first = {id(p): n for n, p in model.named_parameters()}
+            print(json.dumps({
+                "config": config, "arch": prefix + head,
+                "params": {n: p.numel() for n, p in model.named_parameters()},
+                "aliases": {n: first[id(p)] for n, p in model.named_parameters(remove_duplicate=False) if first[id(p)] != n},
+                "modules": [n for n, _ in model.named_modules()],
+                "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0],
+            }))
+
+
+if __name__ == "__main__":
+    main()
