@@ -108,6 +108,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		// config.head_dim, whose default is None
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
+	if c.modelType == "llama" && heads > 0 && hidden%heads != 0 && c.err == nil {
+		// LlamaConfig.validate_architecture, whatever head_dim says
+		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): LlamaConfig refuses it (validate_architecture)", hidden, heads)
+	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)
 	}

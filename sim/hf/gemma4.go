@@ -68,6 +68,7 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 		if c.err != nil {
 			return nil
 		}
+		tc.classKeys("gemma4_text") // Gemma4TextConfig's defaults
 		tc.modelType = "gemma4_text"
 	}
 	m := tc.gemma4Text(attn, head)

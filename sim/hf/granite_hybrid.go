@@ -1,6 +1,8 @@
 package hf
 
 import (
+	"slices"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 )
@@ -53,12 +55,11 @@ func buildGraniteMoeHybrid(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTables = "rotary_emb"
 	}
 	at.Dropout = c.prob("attention_dropout", 0)
-	var mamba *nn.Mamba2
-	for _, m := range isMamba {
-		if m {
-			mamba = c.graniteMamba(hidden)
-			break
-		}
+	// GraniteMoeHybridConfig.validate_architecture checks the Mamba
+	// sizes whatever the layer types are
+	mamba := c.graniteMamba(hidden)
+	if !slices.Contains(isMamba, true) {
+		mamba = nil
 	}
 	shared := &nn.FusedGLU{Name: "shared_mlp", Dim: hidden, Hidden: c.size("shared_intermediate_size"), Act: act}
 	c.checkLayer(shared, map[nn.Field]string{nn.FieldHidden: "shared_intermediate_size"})

@@ -7,9 +7,11 @@ refuses the config (never a silent other number: a missing key is the config cla
 
     /work/venv-t/bin/python tools/oracle/hf_defaults.py > sim/testdata/hf_defaults.jsonl   # transformers 5.25.0, torch 2.15.0
 
---all adds every other config under sim/testdata/hf (flops/ included) as hf_names.py --all does, each built as the
-class its "architectures" names (the survey: about an hour on 2 cores; MEMSH_HF_DEFAULTS=FILE go test ./sim -run
-TestHFDefaultsAsTransformers reads its lines instead).
+    /work/venv-t/bin/python tools/oracle/hf_defaults.py --all > sim/testdata/hf_defaults_all.jsonl
+
+--all takes every other config under sim/testdata/hf (flops/ included) instead, as hf_names.py --all does, each built
+as the class its "architectures" names (the survey: about an hour on 2 cores; TestHFDefaultsAsTransformers reads both
+files).
 
 Keys that name no part of the model are skipped (SKIP): token ids, dtypes, versions, generation settings, the
 architectures list and model_type itself."""
@@ -62,7 +64,7 @@ def main():
     transformers.logging.set_verbosity_error()
     cases = [(config, prefix + heads[0]) for config, prefix, heads in CASES]
     if "--all" in sys.argv:
-        cases += [(config, heads[0]) for config, _, heads in all_cases() if (config, heads[0]) not in cases]
+        cases = [(config, heads[0]) for config, _, heads in all_cases() if (config, heads[0]) not in cases]
     for config, arch in cases:
         raw = json.load(open(os.path.join(HF, config)))
         line = {"config": config, "arch": arch, "drop": "", "params": count(raw, arch)}
