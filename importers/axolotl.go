@@ -70,7 +70,8 @@ import (
 //     FSDP as axolotlFSDP says (under FSDP Axolotl casts nothing to fp32
 //     for good: loaders/model.py l.427-437, l.454-477, l.1003-1009).
 //
-// RL, reward models, plugins, Unsloth, ReLoRA, LISA and the other
+// The Liger plugin as axolotlLiger reads it; RL, reward models, other
+// plugins, Unsloth, ReLoRA, LISA and the other
 // options axolotlRefused lists are config errors naming the key.
 var axolotlTrainer = &trainer{
 	name:  "axolotl",
@@ -137,6 +138,9 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		// bitsandbytes' MatMul8bitLt casts its inputs to float16
 		return nil, t.errorf("load_in_8bit", "bf16: false (Axolotl then loads float16 weights for load_in_8bit), or adapter: qlora with load_in_4bit",
 			"memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16")
+	}
+	if err := axolotlLiger(t, model.kind); err != nil {
+		return nil, err
 	}
 	if err := axolotlQuant(t, adapter, model, fsdp == 0 && !t.hasUnder("deepspeed")); err != nil {
 		return nil, err

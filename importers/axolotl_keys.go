@@ -10,11 +10,7 @@ var axolotlRefused = []struct{ key, what string }{
 	{"rl", "RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations"},
 	{"reward_model", "a reward model trains a classification head on pairs"},
 	{"process_reward_model", "a process reward model trains a token-classification head"},
-	{"plugins", "plugins (cut_cross_entropy, liger, kernels, ...) patch the model and its loss"},
 	{"cut_cross_entropy", "Apple's cut cross-entropy loss (no [tokens, vocab] logits)"},
-	{"liger_rope", "Liger's kernels (a plugin)"}, {"liger_rms_norm", "Liger's kernels (a plugin)"},
-	{"liger_glu_activation", "Liger's kernels (a plugin)"}, {"liger_layer_norm", "Liger's kernels (a plugin)"},
-	{"liger_fused_linear_cross_entropy", "Liger's kernels (a plugin)"}, {"liger_cross_entropy", "Liger's kernels (a plugin)"},
 	{"unsloth_cross_entropy_loss", "Unsloth's kernels"}, {"unsloth_lora_mlp", "Unsloth's kernels"}, {"unsloth_lora_qkv", "Unsloth's kernels"},
 	{"unsloth_lora_o", "Unsloth's kernels"}, {"unsloth_rms_norm", "Unsloth's kernels"}, {"unsloth_rope", "Unsloth's kernels"},
 	{"relora", "ReLoRA's restarts"},
@@ -57,7 +53,7 @@ var axolotlNotAxolotl = map[string]string{
 	"packing": "sample_packing", "optim": "optimizer", "use_peft": "adapter", "torch_dtype": "bf16, fp16, bfloat16 or float16",
 	"dtype": "bf16, fp16, bfloat16 or float16", "use_bnb_nested_quant": "adapter: qlora (double quantization)",
 	"bnb_4bit_quant_type": "bnb_config_kwargs.bnb_4bit_quant_type", "model_name_or_path": "base_model",
-	"activation_checkpointing": "gradient_checkpointing", "use_liger_kernel": "plugins", "use_dora": "peft_use_dora",
+	"activation_checkpointing": "gradient_checkpointing", "use_liger_kernel": "plugins (axolotl.integrations.liger.LigerPlugin)", "use_dora": "peft_use_dora",
 	"lora_target_linear_modules": "lora_target_linear", "num_train_epochs": "num_epochs",
 }
 

@@ -117,6 +117,20 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "sdpa"), batch = 1, seq = 8192, grad_accum = 8,
              precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
 	}, {
+		// the Liger plugin with RoPE, RMSNorm, SwiGLU and fused linear
+		// cross-entropy on: transformers' use_liger_kernel; FSDP1 offload
+		name:    "Llama 3.1 full fine-tune with Liger under FSDP1 on 8 GPUs",
+		file:    "axolotl/llama3_fft_8b_liger_fsdp.yaml",
+		step:    axolotlStep(2, 4, 8, 4096),
+		opts:    Options{Model: "llama-3-8b.json", GPUs: 8},
+		files:   llama,
+		unknown: []string{"fsdp_config.fsdp_backward_prefetch", "fsdp_config.fsdp_use_orig_params"},
+		notModelled: []string{axolotlTokensNote,
+			"liger_rope: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 8192, grad_accum = 4, precision = "bf16",
+             optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True), offload = offload(params = "cpu"))`,
+	}, {
 		name:        "Llama 3.1 full fine-tune",
 		file:        "axolotl/llama3_fft_8b.yaml",
 		step:        axolotlStep(1, 8, 1, 8192),
@@ -153,8 +167,18 @@ func TestAxolotlErrors(t *testing.T) {
 	runErrorCases(t, []errorCase{
 		{name: "DPO", file: "r.yml", config: lora + "rl: dpo\n", opts: o,
 			want: "r.yml:9: key rl: not modelled: RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations, here dpo", wantHint: "Starlark"},
-		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", opts: o,
-			want: "r.yml:10: key plugins: not modelled: plugins (cut_cross_entropy, liger, kernels, ...) patch the model and its loss, here axolotl.integrations.liger.LigerPlugin", wantHint: "leave it out"},
+		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n", opts: o,
+			want: "r.yml:10: key plugins: not modelled: plugins (cut_cross_entropy, kernels, ...) patch the model and its loss, here axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin", wantHint: "leave it out"},
+		{name: "Liger without its plugin", file: "r.yml", config: lora + "liger_rms_norm: true\n", opts: o,
+			want: "r.yml:9: key liger_rms_norm: Liger's kernels run only with Axolotl's Liger plugin", wantHint: "LigerPlugin to plugins"},
+		{name: "Liger with RoPE off", file: "r.yml", opts: Options{Model: "llama.json", ModelData: []byte(`{"model_type": "llama"}`)},
+			config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_rms_norm: true\nliger_glu_activation: true\nliger_fused_linear_cross_entropy: true\n",
+			want:   "r.yml:10: key plugins: Liger with liger_rope off is not modelled", wantHint: "set liger_rope: true"},
+		{name: "Liger's plain cross-entropy", file: "r.yml", opts: Options{Model: "llama.json", ModelData: []byte(`{"model_type": "llama"}`)},
+			config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_cross_entropy: true\n",
+			want:   "r.yml:11: key liger_cross_entropy: not modelled", wantHint: "fused linear cross-entropy"},
+		{name: "Liger on an unknown model", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", opts: o,
+			want: "r.yml:10: key plugins: Liger's kernels are read for Llama, Mistral, Qwen2 and Qwen3: memsh does not know this model's type", wantHint: "--model"},
 		{name: "QLoRA under FSDP2", file: "r.yml", config: strings.Replace(lora, "adapter: lora", "adapter: qlora\nload_in_4bit: true", 1) + "fsdp_version: 2\nfsdp_config:\n  offload_params: true\n", opts: o,
 			want: "r.yml:10: key fsdp_version: bitsandbytes' 4-bit weights under FSDP2 (fully_shard) are not modelled", wantHint: "fsdp_version: 1"},
 		{name: "FSDP's own checkpointing", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_version: 2\n  activation_checkpointing: true\n", opts: o,
@@ -211,7 +235,7 @@ func TestAxolotlRefusedExample(t *testing.T) {
 	}
 	runErrorCases(t, []errorCase{{name: "Qwen3 32B QLoRA with cut cross-entropy", file: "qwen3_32b_qlora.yaml", config: string(data),
 		opts: Options{Model: "config.json"},
-		want: "qwen3_32b_qlora.yaml:7: key plugins: not modelled: plugins (cut_cross_entropy, liger, kernels, ...) patch the model and its loss, " +
+		want: "qwen3_32b_qlora.yaml:7: key plugins: not modelled: plugins (cut_cross_entropy, kernels, ...) patch the model and its loss, " +
 			"here axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin", wantHint: "Starlark"}})
 }
 

@@ -160,7 +160,11 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	} else if liger {
 		p.set("loss_chunks", str("liger"))
 		p.set("liger_kernels", "True")
-		t.notModelled = append(t.notModelled, "use_liger_kernel: Liger's RoPE kernel (in place on copies of q and k: transients only)")
+		key := "use_liger_kernel" // or the file's key it was derived from (Axolotl's liger_rope)
+		if src, ok := t.from[key]; ok {
+			key = src
+		}
+		t.notModelled = append(t.notModelled, key+": Liger's RoPE kernel (in place on copies of q and k: transients only)")
 	}
 	if compiled, err := t.boolean("torch_compile", false); err != nil {
 		return nil, err
