@@ -151,7 +151,8 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err := axolotlCheckpoint(t, model.kind); err != nil {
 		return nil, err
 	}
-	if err := axolotlRows(t, o, attn); err != nil {
+	packedRow, err := axolotlRows(t, o, attn)
+	if err != nil {
 		return nil, err
 	}
 	optim, err := t.str("optimizer", "adamw_torch_fused")
@@ -171,7 +172,7 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := hfRun{adaptersInBaseDtype: !autocastAdapters}
+	run := hfRun{adaptersInBaseDtype: !autocastAdapters, packedRow: packedRow}
 	if adapter == "qlora" {
 		// bnb_4bit_quant_storage bf16, fp32 for Jamba, Qwen2-MoE and
 		// Nemotron-H without DeepSpeed or FSDP (loaders/model.py l.720-729)
@@ -410,8 +411,10 @@ func axolotlCheckpoint(t *tree, modelType string) error {
 
 // axolotlRows is micro_batch_size, gradient_accumulation_steps and
 // sequence_len, packed or not, as the Trainer's per-device batch and
-// max_length: the rows Axolotl's collator builds.
-func axolotlRows(t *tree, o Options, attn string) error {
+// max_length: the rows Axolotl's collator builds. It returns the tokens
+// of the one packed row a micro-batch is (hfRun.packedRow), 0 for rows of
+// max_length.
+func axolotlRows(t *tree, o Options, attn string) (int64, error) {
 	set := 0
 	for _, k := range []string{"micro_batch_size", "gradient_accumulation_steps", "batch_size"} {
 		if n, ok := t.leaves[k]; ok && n.value != nil && n.value != int64(0) {
@@ -419,50 +422,50 @@ func axolotlRows(t *tree, o Options, attn string) error {
 		}
 	}
 	if set < 2 {
-		return &Error{File: t.file, Key: "micro_batch_size", Msg: "Axolotl wants at least two of micro_batch_size, gradient_accumulation_steps, batch_size (schemas/validation.py)",
+		return 0, &Error{File: t.file, Key: "micro_batch_size", Msg: "Axolotl wants at least two of micro_batch_size, gradient_accumulation_steps, batch_size (schemas/validation.py)",
 			Hint: "say the per-GPU batch and the accumulation: micro_batch_size: 1, gradient_accumulation_steps: 8"}
 	}
 	if _, err := t.integer("batch_size", 0, 1, 1<<30); err != nil {
-		return err
+		return 0, err
 	}
 	micro, err := t.integer("micro_batch_size", 1, 1, 1<<24)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	accum, err := t.integer("gradient_accumulation_steps", 1, 1, 1<<24)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t.derive("gradient_accumulation_steps", accum, "gradient_accumulation_steps")
 	seq, err := t.integer("sequence_len", 512, 1, 1<<24)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if o.Seq > 0 {
 		seq = o.Seq
 	}
 	packing, err := t.boolean("sample_packing", false)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if packing {
 		if on, err := t.boolean("pretraining_dataset", false); err == nil && on {
-			return t.errorf("pretraining_dataset", "leave it out, or write the plan in Starlark", "a streamed pretraining dataset is not modelled")
+			return 0, t.errorf("pretraining_dataset", "leave it out, or write the plan in Starlark", "a streamed pretraining dataset is not modelled")
 		}
 	}
 	pad, err := t.boolean("pad_to_sequence_len", packing)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	multiple, err := t.integer("pad_to_multiple_of", 64, 1, 1<<24)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	roundUp := func(n, m int64) int64 { return (n + m - 1) / m * m }
 	full := roundUp(seq, multiple) // pad_to_sequence_len's multiple (causal.py l.386-390)
 	realBatches, err := t.boolean("multipack_real_batches", attn != "flash_attention_2")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rows, length := micro, seq
 	switch {
@@ -483,7 +486,15 @@ func axolotlRows(t *tree, o Options, attn string) error {
 		t.notModelled = append(t.notModelled, fmt.Sprintf("sample_packing: %s attention over packed rows masks each sequence from the others "+
 			"(a block-diagonal [%d, 1, %d, %d] mask, or torch's varlen_attn): memsh replays causal attention over the whole row", attnName(attn), rows, length, length))
 	}
-	t.derive("per_device_train_batch_size", rows, "micro_batch_size")
+	if length > 1<<24 {
+		return 0, t.errorf("sequence_len", "a shorter sequence_len or a smaller micro_batch_size",
+			"a row of %d tokens (micro_batch_size x sequence_len when packed) is out of range (want at most %d)", length, 1<<24)
+	}
+	t.derive("per_device_train_batch_size", micro, "micro_batch_size")
+	if rows == 1 && packing && !realBatches {
+		t.derive("max_length", seq, "sequence_len")
+		return length, nil
+	}
 	t.derive("max_length", length, "sequence_len")
-	return nil
+	return 0, nil
 }

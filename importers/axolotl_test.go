@@ -131,6 +131,18 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
              optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True), offload = offload(params = "cpu"))`,
 	}, {
+		// the Trainer's per-device batch (what DeepSpeed's micro batch must
+		// equal) is micro_batch_size, though each micro-batch is one
+		// packed row of 2 x 8,192 tokens
+		name:        "Llama 3.1 full fine-tune, 2 sequences a packed row, ZeRO-2 inline with DeepSpeed's own micro batch on 8 GPUs",
+		file:        "axolotl/llama3_fft_8b.yaml",
+		step:        axolotlStep(2, 8, 8, 8192),
+		opts:        Options{Model: "llama-3-8b.json", GPUs: 8, Overrides: []string{"micro_batch_size=2", "deepspeed.zero_optimization.stage=2", "deepspeed.train_micro_batch_size_per_gpu=2", "deepspeed.gradient_accumulation_steps=8", "deepspeed.bf16.enabled=true"}},
+		files:       llama,
+		notModelled: []string{axolotlTokensNote, "deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)"},
+		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 16384, grad_accum = 8, checkpoint = "full",
+             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(), parallel = parallel(dp = 8, zero = 2))`,
+	}, {
 		name:        "Llama 3.1 full fine-tune",
 		file:        "axolotl/llama3_fft_8b.yaml",
 		step:        axolotlStep(1, 8, 1, 8192),
@@ -218,6 +230,9 @@ func TestAxolotlErrors(t *testing.T) {
 			want: "r.yml:9: key gradient_checkpointing: offload (checkpoints offloaded to the CPU or disk) is not modelled", wantHint: "true"},
 		{name: "one batch key", file: "r.yml", config: "base_model: x\nmicro_batch_size: 2\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n", opts: o,
 			want: "r.yml: key micro_batch_size: Axolotl wants at least two of micro_batch_size, gradient_accumulation_steps, batch_size (schemas/validation.py)", wantHint: "gradient_accumulation_steps: 8"},
+		{name: "a packed row out of range", file: "r.yml", config: "base_model: x\nmicro_batch_size: 1024\ngradient_accumulation_steps: 1\nsequence_len: 32768\nsample_packing: true\n" +
+			"attn_implementation: flash_attention_2\n", opts: o,
+			want: "r.yml:4: key sequence_len: a row of 33554432 tokens (micro_batch_size x sequence_len when packed) is out of range (want at most 16777216)", wantHint: "smaller micro_batch_size"},
 		{name: "bf16 full", file: "r.yml", config: lora + "bf16: full\n", opts: o,
 			want: "r.yml:9: key bf16: want true, false or auto, got full", wantHint: "auto"},
 		{name: "a classifier", file: "r.yml", config: lora + "model_type: AutoModelForSequenceClassification\n", opts: o,
@@ -280,6 +295,26 @@ func TestAxolotlKbitNote(t *testing.T) {
 		}
 		if !slices.Equal(res.NotModelled, c.want) {
 			t.Errorf("%s: not modelled %q, want %q", c.base, res.NotModelled, c.want)
+		}
+	}
+}
+
+// Gemma 4 checkpoints non-reentrant whatever the kwargs say
+// (normalize_config, utils/config/__init__.py l.390-399); another model
+// reentrant when the kwargs are unset (l.377-383).
+func TestAxolotlGemma4Checkpoint(t *testing.T) {
+	const cfg = "base_model: google/gemma-4\nmicro_batch_size: 1\ngradient_accumulation_steps: 1\nadapter: lora\nlora_r: 8\nlora_alpha: 16\n" +
+		"lora_target_linear: true\nattn_implementation: flash_attention_2\nsample_packing: true\ngradient_checkpointing: true\nlora_mlp_kernel: false\n"
+	for kind, want := range map[string]string{
+		"gemma4": `checkpoint = checkpoint("full", input_requires_grad = True)`,
+		"llama":  `checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True)`,
+	} {
+		res, err := Import("r.yml", []byte(cfg), defaults(Options{Model: "config.json", ModelData: []byte(`{"model_type": "` + kind + `"}`)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.Script, want) {
+			t.Errorf("%s: want %s in\n%s", kind, want, res.Script)
 		}
 	}
 }

@@ -97,6 +97,11 @@ type hfRun struct {
 	// adaptersInBaseDtype: LoRA's adapters in the base layer's dtype
 	// (get_peft_model(autocast_adapter_dtype=False)), not fp32.
 	adaptersInBaseDtype bool
+	// packedRow, when positive, is the tokens of the one row each
+	// micro-batch is (Axolotl's multipack sampler: per_device_train_batch_size
+	// sequences packed into a row): the plan's batch 1 and seq packedRow,
+	// while DeepSpeed's micro batch stays per_device_train_batch_size.
+	packedRow int64
 	// quantStorage is the float dtype a 4-bit model's codes are stored in
 	// (bitsandbytes' bnb_4bit_quant_storage, train(quant_storage=)); ""
 	// leaves bitsandbytes' uint8.
@@ -118,12 +123,17 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.set("batch", num(batch))
 	seq, err := hfSeq(t, o)
 	if err != nil {
 		return nil, err
 	}
-	p.set("seq", num(seq))
+	if run.packedRow > 0 {
+		p.set("batch", num(1))
+		p.set("seq", num(run.packedRow))
+	} else {
+		p.set("batch", num(batch))
+		p.set("seq", num(seq))
+	}
 	accum, err := t.integer("gradient_accumulation_steps", 1, 1, 1<<24)
 	if err != nil {
 		return nil, err
