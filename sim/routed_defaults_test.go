@@ -16,6 +16,11 @@ var classKeys = []string{"n_routed_experts", "n_shared_experts", "num_experts_pe
 	"scoring_func", "moe_layer_freq", "num_nextn_predict_layers", "hidden_act", "tie_word_embeddings",
 	"num_experts", "num_shared_experts", "num_local_experts"}
 
+// mlaKeys are the latent attention's sizes (tools/oracle/routed_defaults.py's
+// MLA), each with a default in every MLA config class (q_lora_rank's
+// SarvamMLAConfig's None: q projected whole).
+var mlaKeys = []string{"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
+
 // routedDrop is classKeys but keep, each behind prefix.
 func routedDrop(prefix string, keep ...string) []string {
 	var out []string
@@ -56,6 +61,8 @@ func routedEdit(drop []string, rename map[string]string, set map[string]any) fun
 //
 //	/work/venv-t/bin/python tools/oracle/routed_defaults.py
 //
+// "mla" leaves out the latent attention's sizes instead (q_lora_rank was
+// read as 0, q projected whole, where DeepseekV3Config's default is 1536).
 // "moe" keeps the file's first_k_dense_replace, so that MoE layers of the
 // class's experts are built where the class's default makes every layer
 // of the tiny model dense (DeepseekV3Config: 3); DeepseekV2Config's
@@ -89,6 +96,16 @@ func TestRoutedDefaultsAsTransformers(t *testing.T) {
 		{"param2moe", "param2moe-tiny.json", routedDrop(""), nil, 53_727_776},
 		{"glm4v_moe", "glm4v-moe-tiny.json", append(routedDrop("text_config."), "text_config.attention_bias"), nil, 37_137_184},
 		{"exaone_moe", "exaone_moe-tiny.json", routedDrop(""), nil, 28_763_168},
+		{"sarvam_mla", "sarvam_mla-tiny.json", routedDrop(""), nil, 104_654_832},
+		{"deepseek_v2 mla", "deepseek-v2-tiny.json", mlaKeys, nil, 3_841_344},
+		{"deepseek_v3 mla", "deepseek-v3-tiny.json", mlaKeys, nil, 3_813_952},
+		{"deepseek_v32 mla", "deepseek-v32-tiny.json", slices.DeleteFunc(slices.Clone(mlaKeys), func(k string) bool { return k == "qk_rope_head_dim" }), nil, 3_146_848}, // the indexer's 8 wide
+		{"glm_moe_dsa mla", "glm-5.json", mlaKeys, nil, 743_911_199_232},
+		{"glm4_moe_lite mla", "glm-4.7-flash.json", mlaKeys, nil, 29_943_390_976},
+		{"mistral4 mla", "mistral4-tiny.json", mlaKeys, nil, 2_666_176},
+		{"sarvam_mla mla", "sarvam_mla-tiny.json", mlaKeys, nil, 2_027_968},
+		{"kimi_k25 mla", "kimi-k2.5-tiny.json", []string{"text_config.q_lora_rank", "text_config.kv_lora_rank", "text_config.qk_nope_head_dim",
+			"text_config.qk_rope_head_dim", "text_config.v_head_dim"}, nil, 3_997_664},
 		{"kimi_k25", "kimi-k2.5-tiny.json", routedDrop("text_config."), nil, 7_297_856},
 		{"kimi_k25 moe", "kimi-k2.5-tiny.json", routedDrop("text_config.", "first_k_dense_replace"), nil, 104_831_808},
 	} {

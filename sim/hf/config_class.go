@@ -76,18 +76,18 @@ var configClasses = map[string]*configClass{
 	"deepseek_v2": {name: "DeepseekV2Config", aliases: [][2]string{{"num_experts", "n_routed_experts"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("64"), "n_shared_experts": num("2"), "moe_intermediate_size": num("1407"),
 			"intermediate_size": num("11008"), "first_k_dense_replace": num("0"), "norm_topk_prob": false,
-			"q_lora_rank": num("1536")})},
+			"q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
 	"deepseek_v3": {name: "DeepseekV3Config", aliases: [][2]string{numLocalExperts, {"num_mtp_layers", "num_nextn_predict_layers"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
-			"intermediate_size": num("18432"), "first_k_dense_replace": num("3"), "num_nextn_predict_layers": num("1"), "q_lora_rank": num("1536")})},
+			"intermediate_size": num("18432"), "first_k_dense_replace": num("3"), "num_nextn_predict_layers": num("1"), "q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
 	// DeepseekV32Config and GlmMoeDsaConfig re-route a num_experts
 	// kwarg to n_routed_experts in __post_init__
 	"deepseek_v32": {name: "DeepseekV32Config", aliases: [][2]string{numLocalExperts, {"num_experts", "n_routed_experts"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
-			"intermediate_size": num("18432"), "first_k_dense_replace": num("3"), "q_lora_rank": num("1536")})},
+			"intermediate_size": num("18432"), "first_k_dense_replace": num("3"), "q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
 	"glm_moe_dsa": {name: "GlmMoeDsaConfig", aliases: [][2]string{numLocalExperts, {"num_experts", "n_routed_experts"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
-			"intermediate_size": num("12288"), "first_k_dense_replace": num("3"), "q_lora_rank": num("2048")})},
+			"intermediate_size": num("12288"), "first_k_dense_replace": num("3"), "q_lora_rank": num("2048"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("192"), "qk_rope_head_dim": num("64"), "v_head_dim": num("256")})},
 	// Glm4MoeConfig's __post_init__ sets partial_rotary_factor 0.5
 	"glm4_moe": {name: "Glm4MoeConfig", aliases: [][2]string{numLocalExperts, {"num_mtp_layers", "num_nextn_predict_layers"}}, rotary: true,
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("1408"),
@@ -96,7 +96,7 @@ var configClasses = map[string]*configClass{
 	// Glm4MoeLiteConfig has no first_k_dense_replace: firstDense
 	"glm4_moe_lite": {name: "Glm4MoeLiteConfig", aliases: [][2]string{numLocalExperts},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("64"), "num_experts_per_tok": num("4"), "moe_intermediate_size": num("1536"),
-			"intermediate_size": num("10240"), "q_lora_rank": num("768")})},
+			"intermediate_size": num("10240"), "q_lora_rank": num("768"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("192"), "qk_rope_head_dim": num("64"), "v_head_dim": num("256")})},
 	// Glm4vMoeTextConfig: q, k and v biased by default
 	"glm4v_moe_text": {name: "Glm4vMoeTextConfig", aliases: [][2]string{numLocalExperts}, rotary: true,
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("1408"),
@@ -109,7 +109,7 @@ var configClasses = map[string]*configClass{
 			"norm_topk_prob": false, "num_nextn_predict_layers": num("0"), "num_key_value_heads": num("32")}},
 	"mistral4": {name: "Mistral4Config", aliases: [][2]string{numLocalExperts},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("4"), "moe_intermediate_size": num("2048"),
-			"intermediate_size": num("12288"), "first_k_dense_replace": num("0"), "q_lora_rank": num("1024")})},
+			"intermediate_size": num("12288"), "first_k_dense_replace": num("0"), "q_lora_rank": num("1024"), "kv_lora_rank": num("256"), "qk_nope_head_dim": num("64"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
 	// ExaoneMoeConfig (buildExaoneMoe reads routedMoE, not buildRoutedAt)
 	"exaone_moe": {name: "ExaoneMoeConfig",
 		defaults: map[string]any{"num_experts": num("64"), "num_shared_experts": num("1"), "num_experts_per_tok": num("8"),
@@ -125,6 +125,15 @@ var configClasses = map[string]*configClass{
 	"sarvam_moe": {name: "SarvamMoEConfig", aliases: glm4MoEAliases, rotary: true,
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("6"), "moe_intermediate_size": num("1024"),
 			"intermediate_size": num("8192"), "first_k_dense_replace": num("1"), "partial_rotary_factor": num("1"), "head_dim": num("64"), "use_qk_norm": true})},
+	// SarvamMLAConfig is DeepseekV3Config with other defaults (q_lora_rank
+	// None: q projected whole) and the original checkpoints' names (its
+	// __post_init__ drops their head_dim and q_head_dim, which no reader
+	// here takes)
+	"sarvam_mla": {name: "SarvamMLAConfig", aliases: [][2]string{numLocalExperts, {"num_mtp_layers", "num_nextn_predict_layers"},
+		{"num_experts", "n_routed_experts"}, {"num_shared_experts", "n_shared_experts"}},
+		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
+			"intermediate_size": num("16384"), "first_k_dense_replace": num("1"),
+			"kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
 	"param2moe": {name: "Param2MoeConfig", aliases: glm4MoEAliases, rotary: true,
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("64"), "n_shared_experts": num("2"), "num_experts_per_tok": num("6"),
 			"moe_intermediate_size": num("2048"), "intermediate_size": num("9216"), "first_k_dense_replace": num("1"), "partial_rotary_factor": num("1"),

@@ -362,6 +362,11 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
 	// seed_oss: transformers 4.56 (decoder.go).
+	// sarvam_mla: Sarvam AI's sarvam-105b, run as DeepseekV3ForCausalLM
+	// under SarvamMLAConfig (config_class.go); the 5.24.0 wheel is the
+	// first with models/sarvam_mla (absent from 5.23.0), its config class
+	// 5.25.0's but for the tensor-parallel plans.
+	{modelType: "sarvam_mla", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 24}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// sarvam_moe: Sarvam AI's sarvam-30b, run as Glm4MoeForCausalLM under
 	// SarvamMoEConfig (sarvam_moe.go); the 5.24.0 wheel is the first with
 	// models/sarvam_moe (absent from 5.23.0), its config class 5.25.0's but

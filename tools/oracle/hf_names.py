@@ -138,6 +138,7 @@ CASES = [
     ("qwen3.5-35b-a3b.json", "", ("Qwen3_5MoeForConditionalGeneration",)),
     ("param2moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("sarvam_moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
+    ("sarvam_mla-tiny.json", "", ("DeepseekV3ForCausalLM",)),
     ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
     ("solar_open-tiny.json", "", ("SolarOpenForCausalLM",)),

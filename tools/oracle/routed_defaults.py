@@ -1,5 +1,5 @@
 """The parameters transformers builds for DeepSeek-V3-style routed configs (hf_config's buildRoutedAt families) with
-the routed keys left out, so that each config class's own defaults apply: one JSON line per case, the tiny (or
+the routed keys (and, "mla", the latent attention's sizes) left out, so that each config class's own defaults apply: one JSON line per case, the tiny (or
 published) config under sim/testdata/hf with CASES' keys deleted ("text_config.KEY" for a composite model's language
 model) and, where given, others renamed, built on the meta device as the class its "architectures" names.
 sim/routed_defaults_test.go holds memsh's counts to them (TestRoutedDefaultsAsTransformers).
@@ -25,6 +25,9 @@ def drop(keep=(), prefix=""):
     return [prefix + k for k in ROUTED if k not in keep]
 
 
+# the latent attention's sizes, each with a default in every MLA class below (SarvamMLAConfig's q_lora_rank: None)
+MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
 # name, config file, keys deleted, keys renamed {old: new}
 CASES = [
     ("deepseek_v2", "deepseek-v2-tiny.json", drop(keep=("num_experts_per_tok",)), {}),
@@ -47,6 +50,15 @@ CASES = [
     ("param2moe", "param2moe-tiny.json", drop(), {}),
     ("glm4v_moe", "glm4v-moe-tiny.json", drop(prefix="text_config.") + ["text_config.attention_bias"], {}),
     ("exaone_moe", "exaone_moe-tiny.json", drop(), {}),
+    ("sarvam_mla", "sarvam_mla-tiny.json", drop(), {}),
+    ("deepseek_v2 mla", "deepseek-v2-tiny.json", list(MLA), {}),
+    ("deepseek_v3 mla", "deepseek-v3-tiny.json", list(MLA), {}),
+    ("deepseek_v32 mla", "deepseek-v32-tiny.json", [k for k in MLA if k != "qk_rope_head_dim"], {}),  # the indexer is 8 wide
+    ("glm_moe_dsa mla", "glm-5.json", list(MLA), {}),
+    ("glm4_moe_lite mla", "glm-4.7-flash.json", list(MLA), {}),
+    ("mistral4 mla", "mistral4-tiny.json", list(MLA), {}),
+    ("sarvam_mla mla", "sarvam_mla-tiny.json", list(MLA), {}),
+    ("kimi_k25 mla", "kimi-k2.5-tiny.json", ["text_config." + k for k in MLA], {}),
     ("kimi_k25", "kimi-k2.5-tiny.json", drop(prefix="text_config."), {}),
     ("kimi_k25 moe", "kimi-k2.5-tiny.json", drop(keep=("first_k_dense_replace",), prefix="text_config."), {}),
 ]
