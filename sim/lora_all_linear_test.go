@@ -1,0 +1,172 @@
+package sim
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// peftAllLinear is one line of testdata/peft_all_linear.jsonl: what PEFT's
+// LoRA adapts with target_modules="all-linear" on one config of each model
+// class hf_config builds (tools/oracle/peft_all_linear.py: peft 0.21.2,
+// transformers 5.25.0, torch 2.15.0, on the meta device), or the error
+// PEFT raises.
+type peftAllLinear struct {
+	Config, Arch string
+	Trainable    int64
+	Adapted      []string
+	Error        string
+}
+
+// allLinearGaps are the model classes whose lora(targets=["all-linear"])
+// memsh does not yet build as PEFT does, each with its trainable
+// parameters less PEFT's on the tiny config (docs/peft.md, "Where
+// all-linear differs"): the test holds each gap to its figure, so that
+// a change either way is seen, and every other class to PEFT exactly.
+var allLinearGaps = map[string]struct {
+	gap int64  // memsh's trainable parameters less PEFT's
+	why string // the modules one adapts and the other does not
+}{
+	"idefics3-tiny.json":            {-4352, visionTowerLinears},
+	"smolvlm-tiny.json":             {-5888, visionTowerLinears},
+	"internvl-rms-tiny.json":        {-4864, visionTowerLinears},
+	"kimi-k2.5-tiny.json":           {-5376, visionTowerLinears},
+	"lfm2_vl-nonorm-tiny.json":      {-5056, visionTowerLinears},
+	"llama4-vision-tiny.json":       {-8624, visionTowerLinears},
+	"llava-pixtral-tiny.json":       {-5248, visionTowerLinears},
+	"llava-next-tiny.json":          {-6272, visionTowerLinears},
+	"llava-onevision-tiny.json":     {-6272, visionTowerLinears},
+	"mistral3-tiny.json":            {-5888, visionTowerLinears},
+	"glm4v-tiny.json":               {-7616, visionTowerLinears},
+	"glm4v-moe-tiny.json":           {-7648, visionTowerLinears},
+	"qwen2-vl-tiny.json":            {-4864, visionTowerLinears},
+	"qwen2.5-vl-tiny.json":          {-9472, visionTowerLinears},
+	"qwen3-vl-tiny.json":            {-11520, visionTowerLinears},
+	"qwen3.5-vl-tiny.json":          {-7936, visionTowerLinears},
+	"qwen3.5-35b-a3b.json":          {-1988480, visionTowerLinears},
+	"mllama-tiny.json":              {-19584, "PEFT adapts the vision model's linears and the text model's cross_attn q, k, v and o projections; memsh adapts the self-attention layers' and MLPs' alone"},
+	"afmoe-tiny.json":               {-576, "PEFT adapts the router's nn.Linear (mlp.router.gate); memsh does not"},
+	"bamba-tiny.json":               {-1536, "PEFT adapts the Mamba mixers' out_proj; memsh does not"},
+	"zamba2-tiny.json":              {-11776, "PEFT adapts the Mamba mixers' out_proj and the shared blocks' per-call adapter_list linears; memsh does not"},
+	"deepseek-v32-tiny.json":        {-1488, "PEFT adapts the sparse-attention indexer's weights_proj; memsh's indexer runs under no_grad with no adapters (nn/mla_indexer.go)"},
+	"glm-5.json":                    {-5800704, "PEFT adapts the sparse-attention indexer's weights_proj; memsh's indexer runs under no_grad with no adapters (nn/mla_indexer.go)"},
+	"deepseek-v4-tiny.json":         {-2576, "PEFT adapts the attention's o_a_proj; memsh does not"},
+	"ai21-jamba-1.5-mini.json":      {263168, "memsh adapts the MoE router (feed_forward.router), which PEFT leaves alone"},
+	"falcon-h1-tiny.json":           {0, peftRefusesMamba},
+	"falcon_mamba-tiny.json":        {0, peftRefusesMamba},
+	"flops/mamba2-tiny.json":        {0, peftRefusesMamba},
+	"mamba-tiny.json":               {0, peftRefusesMamba},
+	"bert-tiny-hidden-dropout.json": {0, poolerRefused},
+	"roberta-tiny-cls.json":         {0, poolerRefused},
+	"modernbert-tiny-clscls.json":   {0, poolerRefused},
+}
+
+const (
+	visionTowerLinears = "PEFT adapts the vision tower's and the projector's linears too; memsh adapts the text model's alone, the tower frozen (no backward through it)"
+	peftRefusesMamba   = "PEFT refuses all-linear on Mamba models (out_proj and conv1d are incompatible with the Mamba kernels); memsh adapts"
+	poolerRefused      = "memsh refuses it: an adapter on the pooler's dense is not modelled (TestLoRATargetsAsPEFT)"
+)
+
+// TestLoRAAllLinearAsPEFT holds lora(targets=["all-linear"]), what memsh
+// fit --lora and --qlora train, to PEFT's "all-linear" on every model
+// class hf_config builds: the same modules adapted and the same trainable
+// parameter count, but for allLinearGaps, whose gaps are held to their
+// figures.
+func TestLoRAAllLinearAsPEFT(t *testing.T) {
+	cases := readJSONL[peftAllLinear](t, "peft_all_linear.jsonl")
+	if len(cases) < 100 {
+		t.Fatalf("%d cases in testdata/peft_all_linear.jsonl, want one a model class", len(cases))
+	}
+	processors := hfTestProcessors()
+	for _, c := range cases {
+		name := c.Config + " " + c.Arch
+		m, err := hf.FromConfigOptions(readHF(t, c.Config), hf.Options{Attn: "sdpa", Arch: c.Arch, Processor: processors[c.Config]})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		prog, err := loraProgram(t, name, m, []string{"all-linear"}, nil)
+		gap, known := allLinearGaps[c.Config]
+		switch {
+		case known && gap.why == poolerRefused:
+			if err == nil || !strings.Contains(err.Error(), "pooler's dense is not modelled") {
+				t.Errorf("%s: %v, want the pooler's refusal", name, err)
+			}
+			continue
+		case known && gap.why == peftRefusesMamba:
+			if err != nil || c.Error == "" {
+				t.Errorf("%s: memsh %v, PEFT %q: %s", name, err, c.Error, gap.why)
+			}
+			continue
+		case err != nil && c.Error != "":
+			continue // both refuse
+		case err != nil:
+			t.Errorf("%s: %v (PEFT adapts %d modules, %d trainable)", name, err, len(c.Adapted), c.Trainable)
+			continue
+		case c.Error != "":
+			t.Errorf("%s: memsh adapts, PEFT refuses: %s", name, c.Error)
+			continue
+		}
+		var trainable int64
+		var adapted []string
+		for _, q := range prog.Params {
+			if q.Trainable {
+				trainable += q.FullNumel
+			}
+			if m, ok := strings.CutSuffix(q.Name, ".lora.lora_A.weight"); ok {
+				adapted = append(adapted, m)
+			}
+		}
+		adapted, peftAdapted := wrapperOwners(adapted), wrapperOwners(c.Adapted)
+		if known {
+			if trainable-c.Trainable != gap.gap {
+				t.Errorf("%s: %d trainable parameters, PEFT %d: %+d, where allLinearGaps says %+d (%s)", name, trainable, c.Trainable, trainable-c.Trainable, gap.gap, gap.why)
+			}
+			continue
+		}
+		if !slices.Equal(adapted, peftAdapted) {
+			t.Errorf("%s: memsh adapts %d modules, PEFT %d: only memsh's %v, only PEFT's %v", name, len(adapted), len(peftAdapted),
+				missingFrom(adapted, peftAdapted), missingFrom(peftAdapted, adapted))
+		}
+		if trainable != c.Trainable {
+			t.Errorf("%s: %d trainable parameters, PEFT %d (%+d)", name, trainable, c.Trainable, trainable-c.Trainable)
+		}
+	}
+}
+
+// wrapperOwners names each adapted module by the module that owns it, as
+// PEFT's and memsh's paths differ only there: PEFT's ParamWrapper over a
+// 3-D experts module's two parameters is the module and its base_layer
+// (mlp.experts, mlp.experts.base_layer), over a router's weight the
+// router (mlp.gate); memsh names the parameters (mlp.experts.gate_up_proj,
+// mlp.experts.down_proj, mlp.gate.weight). Sorted, each once.
+func wrapperOwners(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		for strings.HasSuffix(p, ".base_layer") {
+			p = strings.TrimSuffix(p, ".base_layer")
+		}
+		p = strings.TrimSuffix(p, ".weight")
+		if i := strings.LastIndexByte(p, '.'); i > 0 && strings.HasSuffix(p[:i], ".experts") {
+			p = p[:i]
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// missingFrom is what a holds that b does not, the first few.
+func missingFrom(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) > 4 {
+		out = append(out[:4], "...")
+	}
+	return out
+}
