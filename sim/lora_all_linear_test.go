@@ -10,7 +10,8 @@ import (
 
 // peftAllLinear is one line of testdata/peft_all_linear.jsonl: what PEFT's
 // LoRA adapts with target_modules="all-linear" on one config of each model
-// class hf_config builds (tools/oracle/peft_all_linear.py: peft 0.21.2,
+// class hf_config builds and Gemma 3's and Gemma 4's vision-language
+// models (tools/oracle/peft_all_linear.py: peft 0.21.2,
 // transformers 5.25.0, torch 2.15.0, on the meta device), or the error
 // PEFT raises.
 type peftAllLinear struct {
@@ -46,6 +47,8 @@ var allLinearGaps = map[string]struct {
 	"qwen3-vl-tiny.json":            {-11520, visionTowerLinears},
 	"qwen3.5-vl-tiny.json":          {-7936, visionTowerLinears},
 	"qwen3.5-35b-a3b.json":          {-1988480, visionTowerLinears},
+	"gemma3-vl-tiny.json":           {-3584, visionTowerLinears},
+	"gemma4-vl-tiny.json":           {-5312, visionTowerLinears},
 	"mllama-tiny.json":              {-19584, "PEFT adapts the vision model's linears and the text model's cross_attn q, k, v and o projections; memsh adapts the self-attention layers' and MLPs' alone"},
 	"afmoe-tiny.json":               {-576, "PEFT adapts the router's nn.Linear (mlp.router.gate); memsh does not"},
 	"bamba-tiny.json":               {-1536, "PEFT adapts the Mamba mixers' out_proj; memsh does not"},
@@ -64,7 +67,7 @@ var allLinearGaps = map[string]struct {
 }
 
 const (
-	visionTowerLinears = "PEFT adapts the vision tower's and the projector's linears too; memsh adapts the text model's alone, the tower frozen (no backward through it)"
+	visionTowerLinears = "PEFT adapts the vision tower's and the projector's linears too; memsh adapts the text model's alone"
 	peftRefusesMamba   = "PEFT refuses all-linear on Mamba models (out_proj and conv1d are incompatible with the Mamba kernels); memsh adapts"
 	poolerRefused      = "memsh refuses it: an adapter on the pooler's dense is not modelled (TestLoRATargetsAsPEFT)"
 )

@@ -21,12 +21,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_names import CASES, HF  # noqa: E402
 
 
+# vision-language configs beside CASES' whose towers memsh adapts (Gemma 3's, Gemma 4's), as their checkpoints' class
+TOWERS = [("gemma3-vl-tiny.json", "Gemma3ForConditionalGeneration"), ("gemma4-vl-tiny.json", "Gemma4ForConditionalGeneration")]
+
+
 def main():
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     transformers.logging.set_verbosity_error()
-    for config, prefix, heads in CASES:
-        arch = prefix + heads[0]
+    for config, arch in [(c, p + h[0]) for c, p, h in CASES] + TOWERS:
         raw = json.load(open(os.path.join(HF, config)))
         cfg = transformers.AutoConfig.for_model(**raw)
         with torch.device("meta"):
