@@ -71,6 +71,8 @@ func LoraBuiltins() []host.Builtin {
 			"refused, as PEFT refuses them (a list of which some match is applied, as PEFT applies it), and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
 			"modules in every layer. An adapter on a pooler's dense (BERT's pooler, RoBERTa's classifier.dense) is not " +
 			"modelled: a target reaching one is refused. " +
+			"On PEFT's Mamba model types (mamba, mamba2, falcon_mamba, falcon_h1, nemotron_h) a target reaching a Mamba mixer's out_proj " +
+			"or conv1d, all-linear included, is refused, as PEFT refuses it (the Mamba kernels read those weights themselves). " +
 			"As PEFT's target_modules match module names, gate, up and down reach the experts' projections too " +
 			"when the experts are nn.Linear modules (moe(impl=\"loop\"), transformers 4.x), and all-linear reaches " +
 			"every nn.Linear but lm_head, an nn.Linear router included. On transformers 5's MoE families whose 4.x " +

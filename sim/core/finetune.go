@@ -29,6 +29,7 @@ type Finetune struct {
 	megatronMask bool            // Megatron's dataloader's attention mask (Plan.DataloaderMask, megatron_batch.go)
 	adapterDT    units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
 	peftExperts  peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
+	peftMamba    bool            // PEFT refuses adapters on out_proj and conv1d (Model.PEFTMamba)
 	Unfreeze     int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
@@ -51,7 +52,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		megatronMask: p.megatronMask(),
 	}
 	if p.Model != nil {
-		ft.peftExperts = peftExpertTables[p.Model.PEFTExperts]
+		ft.peftExperts, ft.peftMamba = peftExpertTables[p.Model.PEFTExperts], p.Model.PEFTMamba
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv

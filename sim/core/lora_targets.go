@@ -88,6 +88,32 @@ func (b *Builder) adapts(role Role) bool {
 	return true
 }
 
+// hasMambaLinear reports whether the model has a module named out_proj
+// or conv1d (a Mamba mixer's), which PEFT's check meets only where one
+// exists (a Nemotron-H of attention and MoE layers alone has none).
+func (b *Builder) hasMambaLinear() bool {
+	for _, p := range b.P.Params {
+		if mod, ok := strings.CutSuffix(p.Name, ".weight"); ok {
+			if leaf := lastSegment(mod); leaf == "out_proj" || leaf == "conv1d" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// peftMambaTarget is the target PEFT refuses on a Mamba-based model
+// (Model.PEFTMamba): all-linear, which reaches the mixers' out_proj, or
+// a module name ending in out_proj or conv1d; "" for none.
+func (l *LoRA) peftMambaTarget() string {
+	for _, t := range l.Targets {
+		if leaf := lastSegment(t); t == "all-linear" || leaf == "out_proj" || leaf == "conv1d" {
+			return t
+		}
+	}
+	return ""
+}
+
 // LoRAAdapts reports whether LoRA targets the linear of role a layer
 // lowers with its own matmul (BERT's pooler.dense), in the linear's
 // scope: by its role, all-linear, or its module name.
@@ -103,6 +129,10 @@ func (b *Builder) LoRAAdapts(role Role) bool { return b.adapts(role) }
 func (b *Builder) unmatchedLoRATargets() error {
 	if b.Lora == nil {
 		return nil
+	}
+	if t := b.Lora.peftMambaTarget(); t != "" && b.Ft != nil && b.Ft.peftMamba && b.hasMambaLinear() {
+		return &units.Error{Path: "lora", Msg: fmt.Sprintf("target %q reaches the Mamba mixers' out_proj or conv1d, on which PEFT refuses LoRA for Mamba-based models (\"Module 'out_proj' is incompatible with Mamba-based models\": the Mamba kernels read those weights themselves)", t),
+			Hint: "name the modules to adapt without out_proj and conv1d: targets=[\"in_proj\", \"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"up_proj\", \"down_proj\"] (the names a model has; Mamba-1's x_proj and dt_proj too)"}
 	}
 	for _, t := range b.Lora.TargetParameters {
 		if !b.loraHits[paramHit(t)] {

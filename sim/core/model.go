@@ -68,6 +68,12 @@ type Model struct {
 	// whose checkpoints transformers converts from 4.x's per-expert
 	// nn.Linear modules; "" for none.
 	PEFTExperts string
+	// PEFTMamba: PEFT refuses LoRA on this model's modules named
+	// out_proj or conv1d (its Mamba model types: falcon_h1, mamba,
+	// mamba2, falcon_mamba, nemotron_h; peft/tuners/tuners_utils.py
+	// _check_lora_target_modules_mamba at 0.21.2), so memsh refuses a
+	// target reaching one, all-linear included.
+	PEFTMamba bool
 	// LogitScale divides the head's logits by it (Granite's
 	// logits_scaling: logits = logits / self.config.logits_scaling in
 	// GraniteForCausalLM.forward, models/granite/modeling_granite.py at

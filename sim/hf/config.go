@@ -262,7 +262,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if n, ok := c.raw["_name_or_path"].(string); ok && n != "" {
 		c.name = n
 	}
-	c.classKeys(s) // a DeepSeek-V3-style class's names and defaults
+	c.classKeys(s) // the config class's names and defaults (config_class.go)
 	m := fam.build(c, impl, head)
 	if c.err != nil {
 		return nil, c.err
@@ -278,6 +278,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, err
 	}
 	m.PositionIDs = handsPositionIDs(s)
+	m.PEFTMamba = peftMambaTypes[s]
 	if head != headBase && !c.ownBase {
 		// The head model holds the base model as an attribute, which
 		// prefixes its parameters: model.layers.0.self_attn.q_proj.weight.

@@ -46,6 +46,12 @@ type configClass struct {
 	rotary bool
 }
 
+// peftMambaTypes are the model types on which PEFT refuses LoRA on a
+// module named out_proj or conv1d (peft/tuners/tuners_utils.py
+// _check_lora_target_modules_mamba at 0.21.2: the Mamba kernels read
+// those weights themselves), which core.Model.PEFTMamba carries.
+var peftMambaTypes = map[string]bool{"falcon_h1": true, "mamba": true, "mamba2": true, "falcon_mamba": true, "nemotron_h": true}
+
 // num is a JSON number as config.json holds it (json.Number("64")).
 type num = json.Number
 
