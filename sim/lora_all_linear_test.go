@@ -56,7 +56,6 @@ var allLinearGaps = map[string]struct {
 	"deepseek-v32-tiny.json":        {-1488, "PEFT adapts the sparse-attention indexer's weights_proj; memsh's indexer runs under no_grad with no adapters (nn/mla_indexer.go)"},
 	"glm-5.json":                    {-5800704, "PEFT adapts the sparse-attention indexer's weights_proj; memsh's indexer runs under no_grad with no adapters (nn/mla_indexer.go)"},
 	"deepseek-v4-tiny.json":         {-2576, "PEFT adapts the attention's o_a_proj; memsh does not"},
-	"ai21-jamba-1.5-mini.json":      {263168, "memsh adapts the MoE router (feed_forward.router), which PEFT leaves alone"},
 	"falcon-h1-tiny.json":           {0, peftRefusesMamba},
 	"falcon_mamba-tiny.json":        {0, peftRefusesMamba},
 	"flops/mamba2-tiny.json":        {0, peftRefusesMamba},

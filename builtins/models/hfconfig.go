@@ -262,8 +262,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"upcasts in the forward in every release (docs/models.md). " +
 			"From transformers 5.0 the MoE blocks of " + joinAnd(hf.ExpertsModelTypes()) + " " +
 			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
-			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +
-			"named router, PhiMoE's block named mlp; DeepSeek-V3's and GLM-4.5's experts weight in fp32 and sum in the hidden states' dtype) " +
+			"Mixtral's block named mlp, its top-k weights kept in fp32; PhiMoE's router stays an nn.Linear module " +
+			"named router, and Jamba's until 5.20 (from 5.21 a parameter module, JambaTopKRouter, which bitsandbytes and LoRA do not reach), PhiMoE's block named mlp; DeepSeek-V3's and GLM-4.5's experts weight in fp32 and sum in the hidden states' dtype) " +
 			"and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); from 5.18 grouped_mm zeroes expert parallelism's " +

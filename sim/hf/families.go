@@ -218,7 +218,7 @@ var hfFamilies = []hfFamily{
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).
 	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
-	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true}},
+	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true, paramRouterSince: [2]int{5, 21}}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).
 	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},

@@ -426,8 +426,17 @@ type hfExperts struct {
 	// cast each fp32-weighted output to it).
 	weightsFP32 bool
 	// linearRouter keeps the router an nn.Linear (JambaSparseMoeBlock's
-	// router; PhimoeTopKRouter subclasses nn.Linear).
+	// router until paramRouterSince; PhimoeTopKRouter subclasses
+	// nn.Linear).
 	linearRouter bool
+	// paramRouterSince is the first release whose router is a parameter
+	// module where the earlier 5.x's was an nn.Linear (JambaTopKRouter,
+	// an nn.Module holding weight, from 5.21.0; 5.20.0's
+	// JambaSparseMoeBlock.router is nn.Linear, modeling_jamba.py of each
+	// wheel): quantization, LoRA and freeze= no longer reach it (PEFT's
+	// all-linear adapts no Jamba router on 5.25.0,
+	// TestLoRAAllLinearAsPEFT); zero: none.
+	paramRouterSince [2]int
 	// paramRouter: 5.x's router is a parameter module where 4.x's was an
 	// nn.Linear (GraniteMoeTopKRouter after GraniteMoeTopKGating.layer).
 	paramRouter bool
@@ -499,7 +508,7 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 			if ex.linearRouter {
 				c.LinearRouter = true
 			}
-			if ex.paramRouter {
+			if ex.paramRouter || ex.paramRouterSince != [2]int{} && atLeast(v, ex.paramRouterSince) {
 				c.LinearRouter = false
 			}
 			if ex.noWNames {

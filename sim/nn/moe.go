@@ -95,7 +95,7 @@ type MoE struct {
 	RouterName string
 	// LinearRouter: the softmax router stays an nn.Linear module whatever
 	// impl runs the experts (transformers 5's JambaSparseMoeBlock.router
-	// and PhimoeTopKRouter, an nn.Linear subclass): quantization, LoRA and
+	// until 5.20 and PhimoeTopKRouter, an nn.Linear subclass): quantization, LoRA and
 	// freeze= reach it as they reach the 4.x loop's router.
 	LinearRouter bool
 	// ParamRouter: the softmax router is a parameter module even over the
