@@ -110,16 +110,7 @@ func TestLoRAAllLinearAsPEFT(t *testing.T) {
 			t.Errorf("%s: memsh adapts, PEFT refuses: %s", name, c.Error)
 			continue
 		}
-		var trainable int64
-		var adapted []string
-		for _, q := range prog.Params {
-			if q.Trainable {
-				trainable += q.FullNumel
-			}
-			if m, ok := strings.CutSuffix(q.Name, ".lora.lora_A.weight"); ok {
-				adapted = append(adapted, m)
-			}
-		}
+		trainable, adapted := loraAdapted(prog)
 		adapted, peftAdapted := wrapperOwners(adapted), wrapperOwners(c.Adapted)
 		if known {
 			if trainable-c.Trainable != gap.gap {

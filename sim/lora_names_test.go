@@ -70,17 +70,7 @@ func TestLoRATargetsAsPEFT(t *testing.T) {
 			refused++
 			continue
 		}
-		var trainable int64
-		var adapted []string
-		for _, q := range prog.Params {
-			if q.Trainable {
-				trainable += q.FullNumel
-			}
-			if m, ok := strings.CutSuffix(q.Name, ".lora.lora_A.weight"); ok {
-				adapted = append(adapted, m)
-			}
-		}
-		slices.Sort(adapted)
+		trainable, adapted := loraAdapted(prog)
 		if !slices.Equal(adapted, c.Adapted) {
 			t.Errorf("%s: memsh adapts %v, PEFT %v", name, adapted, c.Adapted)
 		}
@@ -91,6 +81,23 @@ func TestLoRATargetsAsPEFT(t *testing.T) {
 	if refused == 0 {
 		t.Error("no case reached a pooler: the refusal is untested")
 	}
+}
+
+// loraAdapted is prog's trainable parameter count and the module paths
+// of its LoRA adapters (each lora_A's module), sorted.
+func loraAdapted(prog *core.Program) (int64, []string) {
+	var trainable int64
+	var adapted []string
+	for _, q := range prog.Params {
+		if q.Trainable {
+			trainable += q.FullNumel
+		}
+		if m, ok := strings.CutSuffix(q.Name, ".lora.lora_A.weight"); ok {
+			adapted = append(adapted, m)
+		}
+	}
+	slices.Sort(adapted)
+	return trainable, adapted
 }
 
 // loraProgram lowers m in tinyPlan under lora(rank=4, alpha=8,
