@@ -190,6 +190,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"sarvam_moe (sarvam-30b, transformers 5.24) is built as Glm4MoeForCausalLM, GLM-4.5's model, under SarvamMoEConfig: num_experts, num_shared_experts and use_qkv_bias read as n_routed_experts, n_shared_experts and attention_bias, the whole head rotated (partial_rotary_factor 1.0, or rope_parameters'), head_dim 64 and q and k normed by default. " +
 			"param2moe (Param2-17B-A2.4B, transformers 5.25) is the same under Param2MoeConfig, whose defaults differ (64 experts, two shared, a tied head). " +
 			"sarvam_mla (sarvam-105b, transformers 5.24) is built as DeepseekV3ForCausalLM under SarvamMLAConfig: num_experts and num_shared_experts read as n_routed_experts and n_shared_experts, q projected whole (q_lora_rank None), 128 experts, one shared and one dense layer by default. " +
+			"persimmon (Persimmon-8B, transformers 4.53) is GPT-NeoX's fused attention (query_key_value, dense, biased) with qk_layernorm's LayerNorms over q's and k's heads, half of each head rotated (partial_rotary_factor), in sequential pre-norm LayerNorm layers with a relu2 MLP (dense_h_to_4h, dense_4h_to_h). " +
 			"solar_open (Solar-Open-100B, transformers 5.0) is GLM-4.5's MoE (sigmoid router with the correction bias, shared experts) in every layer behind Llama's attention (head_dim 128 by default). " +
 			"exaone_moe (K-EXAONE, transformers 5.1) is EXAONE 4.0's attention (q and k normed per head, sliding layers, unrotated global ones) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (num_experts, num_shared_experts). " +
 			"minicpm5_moe (MiniCPM5-15B-A2.5B, transformers 5.25) is Llama's attention with an output gate (one q_gate_proj yields each head's query and gate; every projection biased by attention_bias) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (n_routed_experts or num_local_experts, n_shared_experts); use_gated_attention false and partial_rotary_factor are refused. " +
@@ -227,6 +228,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mistral4 5.15, " +
 			"solar_open 5.0, " +
 			"sarvam_moe and sarvam_mla 5.24, " +
+			"persimmon 4.53, " +
 			"param2moe 5.25, " +
 			"exaone_moe 5.1, " +
 			"minicpm5_moe 5.25, " +

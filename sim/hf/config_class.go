@@ -140,6 +140,8 @@ var configClasses = map[string]*configClass{
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
 			"intermediate_size": num("16384"), "first_k_dense_replace": num("1"),
 			"kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
+	// PersimmonConfig's __post_init__ sets partial_rotary_factor 0.5
+	"persimmon": {name: "PersimmonConfig", rotary: true, defaults: map[string]any{"partial_rotary_factor": num("0.5")}},
 	"param2moe": {name: "Param2MoeConfig", aliases: glm4MoEAliases, rotary: true,
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("64"), "n_shared_experts": num("2"), "num_experts_per_tok": num("6"),
 			"moe_intermediate_size": num("2048"), "intermediate_size": num("9216"), "first_k_dense_replace": num("1"), "partial_rotary_factor": num("1"),

@@ -335,6 +335,11 @@ var hfFamilies = []hfFamily{
 	// under Param2MoeConfig (sarvam_moe.go); the 5.25.0 wheel is the first
 	// with models/param2moe (absent from 5.24.0).
 	{modelType: "param2moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{5, 25}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// persimmon: models/persimmon is in the 4.35 wheel, but 4.52 and
+	// earlier run PersimmonAttention's own eager attention only (no SDPA
+	// or flash path)
+	{modelType: "persimmon", prefix: "Persimmon", base: "model", heads: decoderHeads, build: buildPersimmon, since: [2]int{4, 53},
+		sinceWhy: "4.52 and earlier run PersimmonAttention's own eager attention only (no SDPA or flash path: _supports_sdpa is 4.53's)"},
 	{modelType: "phi", prefix: "Phi", base: "model", heads: decoderHeads, build: buildPhi, since: [2]int{4, 37}},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},

@@ -66,6 +66,11 @@ type Attention struct {
 	// cohere_norm.go)
 	QKNormCohere bool
 	QKNormWide   bool // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
+	// QKNormLayer: QKNorm's norms are one nn.LayerNorm(head_dim) with a
+	// weight and a bias for all of q's heads and one for k's, and may
+	// read FusedQKV's views (Persimmon's q_layernorm and k_layernorm;
+	// qk_layernorm.go)
+	QKNormLayer bool
 	// QKNormAfterRope: Llama's RMS norm over each head of q and k after
 	// the rotary embedding, named query_layernorm and key_layernorm
 	// (Hunyuan's HunYuanDenseV1Attention); QKNorm's norms come before it.
@@ -305,6 +310,8 @@ func (a *Attention) Params() int64 {
 	switch {
 	case a.QKNorm && a.QKNormCohere:
 		n += (h + kv) * d // a weight for each head
+	case a.QKNorm && a.QKNormLayer:
+		n += 4 * d // q's and k's LayerNorm, a weight and a bias of head_dim each
 	case a.QKNorm || a.QKNormAfterRope:
 		n += 2 * d // q_norm and k_norm weights, head_dim each
 	}
@@ -370,7 +377,7 @@ func (a *Attention) Validate(path string) error {
 	if a.KVHeads < 0 || a.Heads%a.Kv() != 0 {
 		return units.Errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
 	}
-	if (a.QKNorm || a.QKNormAfterRope) && a.FusedQKV {
+	if (a.QKNorm && !a.QKNormLayer || a.QKNormAfterRope) && a.FusedQKV {
 		return units.Errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
 	}
 	if a.OutputGate && a.FusedQKV {

@@ -44,6 +44,8 @@ func overHeads(b *core.Builder, name string, x core.Value, s []int64, heads, hea
 // (QKNormOlmo2: olmo2Norm, AFMoE's), else qkHeadNorm's.
 func (a *Attention) headNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64) core.Value {
 	switch {
+	case a.QKNormLayer:
+		return a.qkLayerNorm(b, name, x, s, heads, headDim)
 	case a.QKNormCohere:
 		return overHeads(b, name, x, s, heads, headDim, func() core.Value {
 			defer b.Scope(name)()

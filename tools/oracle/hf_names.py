@@ -139,6 +139,7 @@ CASES = [
     ("param2moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("sarvam_moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("sarvam_mla-tiny.json", "", ("DeepseekV3ForCausalLM",)),
+    ("persimmon-tiny.json", "", ("PersimmonForCausalLM",)),
     ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
     ("solar_open-tiny.json", "", ("SolarOpenForCausalLM",)),
