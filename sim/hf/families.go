@@ -214,6 +214,15 @@ var hfFamilies = []hfFamily{
 	{modelType: "hunyuan_v1_moe", prefix: "HunYuanMoEV1", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}, experts: &hfExperts{weightsFP32: true, linearRouter: true}},
 	// idefics3: the 4.46.0 wheel is the first with models/idefics3;
 	// smolvlm: the 4.50.0 wheel with models/smolvlm (idefics3.go).
+	// hy_v3: Tencent's Hy3 and Hy3-preview (hy_v3.go); the 5.6.0 wheel
+	// is the first with models/hy_v3 (absent from 5.5.4). 5.6 to 5.23
+	// keep e_score_correction_bias alone fp32 (gate.weight from 5.24) and
+	// their one_hot has num_experts classes (sentinels from 5.18), as
+	// DeepSeek-V3's; their rotary embedding makes the same cos and sin
+	// (modeling_hy_v3.py of 5.6.0, 5.10.4, 5.17.0, 5.20.0 and 5.24.0
+	// read against 5.25.0's; 5.17.0 measured, TestHYV3Transformers517).
+	{modelType: "hy_v3", prefix: "HYV3", base: "model", heads: decoderHeads, build: buildHYV3, since: [2]int{5, 6},
+		experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).

@@ -243,6 +243,14 @@ type MoE struct {
 	// shared_expert_combination_strategy "average"): a division by a
 	// Python scalar, one more [tokens, dim] tensor, nothing saved.
 	SharedAverage bool
+	// SharedSumFP32: the routed and shared experts' outputs are summed in
+	// fp32 and the sum cast back to the block input's dtype
+	// (HYV3MoE.forward's enable_moe_fp32_combine, modeling_hy_v3.py at
+	// 5.25.0: (routed_output.float() + shared_experts(x).float()).to(
+	// x.dtype)): in a bf16 model three fp32 [tokens, dim] copies for a
+	// moment (the routed output's made before the shared experts run),
+	// nothing saved; in an fp32 one no copy at all.
+	SharedSumFP32 bool
 	// GLUParams stores the experts as DBRX's DbrxExpertGLU does: three
 	// 2-D parameters mlp.w1 (gate), mlp.v1 (up) and mlp.w2 (down), each
 	// [experts x hidden, dim], expert e's rows a view, gate and up two
@@ -445,7 +453,11 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	if identity != core.NoValue {
 		out = b.Add("identity_sum", out, b.Cast(identity, b.Dtype(out), "identity_output.to(hidden_states.dtype)"))
 	}
-	if m.SharedExperts > 0 {
+	if m.SharedExperts > 0 && m.SharedSumFP32 {
+		routed := b.Cast(out, units.FP32, "routed_output.float() (the fp32 combine)")
+		shared := b.Cast(m.lowerShared(b, xin), units.FP32, "shared_experts(x).float() (the fp32 combine)")
+		out = b.Cast(b.Add("shared_sum", routed, shared), b.Dtype(xin), "the fp32 sum cast back to the input's dtype")
+	} else if m.SharedExperts > 0 {
 		out = b.Add("shared_sum", out, m.lowerShared(b, xin))
 		if m.SharedAverage {
 			out = b.Ew("div", "shared_average", []core.Value{out}, b.Shape(out), b.Dtype(out), "(routed + shared) / 2: a scalar division, nothing saved")

@@ -86,6 +86,7 @@ CASES = [
     ("granitemoeshared-tiny.json", "", ("GraniteMoeSharedForCausalLM",)),
     ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
     ("hunyuan_v1_moe-tiny.json", "", ("HunYuanMoEV1ForCausalLM",)),
+    ("hy_v3-tiny.json", "", ("HYV3ForCausalLM",)),
     ("idefics3-tiny.json", "", ("Idefics3ForConditionalGeneration",)),
     ("internvl-rms-tiny.json", "", ("InternVLForConditionalGeneration",)),
     ("ai21-jamba-1.5-mini.json", "", ("JambaForCausalLM",)),
