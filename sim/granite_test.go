@@ -116,10 +116,12 @@ func hfSavedPlan(t *testing.T, file string, layers int, precision string, opts h
 	cfg := string(readHF(t, file))
 	if layers > 0 { // else the layers as written
 		cfg = regexp.MustCompile(`"num_hidden_layers": \d+`).ReplaceAllString(cfg, `"num_hidden_layers": `+strconv.Itoa(layers))
-		cfg = regexp.MustCompile(`"layer_types": \[([^\]]*)\]`).ReplaceAllStringFunc(cfg, func(list string) string {
-			types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"layer_types": [`), "]"), ", ")
-			return `"layer_types": [` + strings.Join(types[:layers], ", ") + "]"
-		})
+		for _, key := range []string{"layer_types", "num_attention_heads_per_layer"} { // per-layer lists cut with the layers, as hf_block_saved.py cuts them
+			cfg = regexp.MustCompile(`"`+key+`": \[([^\]]*)\]`).ReplaceAllStringFunc(cfg, func(list string) string {
+				types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"`+key+`": [`), "]"), ", ")
+				return `"` + key + `": [` + strings.Join(types[:layers], ", ") + "]"
+			})
+		}
 	}
 	m, err := hf.FromConfigOptions([]byte(cfg), opts)
 	if err != nil {

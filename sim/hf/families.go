@@ -267,6 +267,14 @@ var hfFamilies = []hfFamily{
 	// lfm2: the 4.54.0 release, the first after "LFM2" was merged
 	// (huggingface/transformers#39340, 2025-07-10; its model page: "added
 	// to Hugging Face Transformers on 2025-07-10"). lfm2.go.
+	// laguna: poolside's Laguna XS.2 (laguna.go); the 5.7.0 wheel is the
+	// first with models/laguna (absent from 5.6.0; unzip -l). 5.7.0,
+	// 5.8.0, 5.10.4, 5.17.0, 5.20.0, 5.22.0 and 5.24.0 read against
+	// 5.25.0: the rotary forward's form, the one_hot's sentinel class
+	// (5.18) and the cache's name differ (5.17.0 measured,
+	// TestLagunaTransformers517). Nothing is kept fp32
+	// (LagunaPreTrainedModel has no keep list).
+	{modelType: "laguna", prefix: "Laguna", base: "model", heads: decoderHeads, build: buildLaguna, since: [2]int{5, 7}, experts: &hfExperts{}},
 	{modelType: "lfm2", prefix: "Lfm2", base: "model", heads: decoderHeads, build: buildLFM2, since: [2]int{4, 54}},
 	// lfm2_moe: LFM2-8B-A1B; the 5.0.0 wheel is the first with
 	// models/lfm2_moe (absent from 4.57.3, the last 4.x). lfm2.go.

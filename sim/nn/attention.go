@@ -208,6 +208,14 @@ type Attention struct {
 	// the attention output before o_proj (AFMoE's AfmoeAttention;
 	// attention_gate.go). It and OutputGate exclude each other.
 	GateProj bool
+	// GateSoftplus: Laguna's gate, a projection of its own, g_proj
+	// (Linear(dim, heads), or heads x head_dim without GatePerHead; no
+	// bias), whose softplus over its fp32 copy, cast back to the
+	// attention output's dtype, multiplies the attention output before
+	// o_proj, one gate a head broadcast over head_dim with GatePerHead
+	// (LagunaAttention.forward, modular_laguna.py at 5.25.0;
+	// attention_gate.go). It excludes OutputGate and GateProj.
+	GateSoftplus, GatePerHead bool
 	// QKNormOlmo2: QKNorm's norms are OLMo 2's RMSNorm over each head, the
 	// weight times the fp32 rows before the cast back (AFMoE's q_norm and
 	// k_norm, Olmo2RMSNorm(head_dim); qknorm.go).
@@ -330,6 +338,9 @@ func (a *Attention) Params() int64 {
 	if a.GateProj {
 		n += a.Dim * h * d
 	}
+	if a.GateSoftplus {
+		n += a.Dim * a.gateWidth(h, d)
+	}
 	return n
 }
 func (a *Attention) Summary() string {
@@ -349,7 +360,7 @@ func (a *Attention) Summary() string {
 	if a.Sinks {
 		s += ", sinks"
 	}
-	if a.OutputGate || a.GateProj {
+	if a.OutputGate || a.GateProj || a.GateSoftplus {
 		s += ", output gate"
 	}
 	if a.QKL2Norm {
@@ -445,6 +456,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.GateProj {
 		qGate = b.ColLinear("gate_proj", core.RoleGate, x, xg, a.Dim, a.Heads*d, h*d, false)
 	}
+	if a.GateSoftplus {
+		qGate = b.ColLinear("g_proj", core.RoleGate, x, xg, a.Dim, a.gateWidth(a.Heads, d), a.gateWidth(h, d), false)
+	}
 	qn, kn := a.qkNormNames()
 	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
 		q = a.headNorm(b, qn, q, s, h, d)
@@ -527,6 +541,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	closeRegion()
 	if a.OutputGate || a.GateProj {
 		o = outputGate(b, o, qGate)
+	}
+	if a.GateSoftplus {
+		o = softplusGate(b, o, qGate)
 	}
 	closeSelf()
 	out := a.OutName

@@ -44,6 +44,10 @@ func (a *Attention) checkGateProj(path string) error {
 		return &units.Error{Path: path, Msg: "output_gate=\"gate_proj\" is modelled with separate q, k and v projections (AFMoE's)",
 			Hint: "set fused_qkv=False"}
 	}
+	if a.GateSoftplus && (a.GateProj || a.OutputGate) {
+		return &units.Error{Path: path, Msg: "Laguna's softplus gate (g_proj) is modelled alone, without output_gate",
+			Hint: "pick one gate"}
+	}
 	if a.OutputGate && (a.QKNormWide || a.QKNormAfterRope || a.QKNormCohere) {
 		return &units.Error{Path: path, Msg: "output_gate=True is modelled with no qk-norm or one RMSNorm over each head of q and k (Qwen3-Next's), not a norm over all heads",
 			Hint: "use qk_norm=True or leave qk_norm out"}
@@ -85,4 +89,31 @@ func (a *Attention) gatedQ(b *core.Builder, x, xg core.Value, s []int64, h, d in
 func outputGate(b *core.Builder, o, gate core.Value) core.Value {
 	sg := b.Unary("sigmoid", gate, false, true)
 	return b.Mul("gated", o, sg)
+}
+
+// Attention.GateSoftplus is Laguna's gated attention
+// (LagunaAttention.forward, modular_laguna.py at transformers 5.25.0):
+//
+//	gate = softplus(g_proj(x).float()).to(out.dtype)  # [..., heads] or [..., heads * head_dim]
+//	out = (out.view(..., heads, head_dim) * gate.unsqueeze(-1)).view(...)  # per head
+//	o_proj(out)
+//
+// softplus saves its input, the fp32 copy of g_proj's output (g_proj's
+// output itself in an fp32 model); the product saves the attention
+// output and the gate cast back; o_proj saves the product.
+
+// gateWidth is g_proj's output width for h heads of d.
+func (a *Attention) gateWidth(h, d int64) int64 {
+	if a.GatePerHead {
+		return h
+	}
+	return h * d
+}
+
+// softplusGate is out * softplus(gate.float()).to(out.dtype), o_proj's
+// input.
+func softplusGate(b *core.Builder, o, gate core.Value) core.Value {
+	g32 := b.Cast(gate, units.FP32, "g_proj(x).float()")
+	sp := b.Unary("softplus", g32, true, false)
+	return b.Mul("gated", o, b.Cast(sp, b.Dtype(o), "softplus(g).to(attn_output.dtype)"))
 }

@@ -168,7 +168,8 @@ type MoE struct {
 	// WeightsHidden: the softmax router's top-k weights are cast to the
 	// hidden states' dtype even when RouterFP32 computes them in fp32
 	// (Ernie4_5_MoeTopKRouter's routing_weights.to(hidden_states.dtype);
-	// DeepseekV2TopkRouter keeps them fp32).
+	// DeepseekV2TopkRouter keeps them fp32); the sigmoid router's too
+	// (LagunaTopKRouter, modeling_laguna.py at 5.25.0).
 	WeightsHidden bool
 	// StaticsBias: ERNIE 4.5's per-expert selection bias
 	// (mlp.gate.moe_statics.e_score_correction_bias), a (1, experts) fp32
@@ -251,6 +252,15 @@ type MoE struct {
 	// moment (the routed output's made before the shared experts run),
 	// nothing saved; in an fp32 one no copy at all.
 	SharedSumFP32 bool
+	// SharedFirst: the shared experts run before the router, their output
+	// held while the routed experts run (LagunaSparseMoeBlock.forward,
+	// modeling_laguna.py at 5.25.0); otherwise after them.
+	SharedFirst bool
+	// RoutedScale: the routed experts' output times a Python float before
+	// the shared output is added (LagunaSparseMoeBlock's
+	// routed_scaling_factor, applied whatever its value): one more
+	// [tokens, dim] tensor, nothing saved.
+	RoutedScale bool
 	// GLUParams stores the experts as DBRX's DbrxExpertGLU does: three
 	// 2-D parameters mlp.w1 (gate), mlp.v1 (up) and mlp.w2 (down), each
 	// [experts x hidden, dim], expert e's rows a view, gate and up two
@@ -423,6 +433,10 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}
 	var identity core.Value = core.NoValue
+	shared := core.NoValue
+	if m.SharedFirst && m.SharedExperts > 0 {
+		shared = m.lowerShared(b, xin)
+	}
 	if m.Jitter {
 		x = m.jitter(b, x)
 	}
@@ -453,7 +467,12 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	if identity != core.NoValue {
 		out = b.Add("identity_sum", out, b.Cast(identity, b.Dtype(out), "identity_output.to(hidden_states.dtype)"))
 	}
-	if m.SharedExperts > 0 && m.SharedSumFP32 {
+	if m.RoutedScale {
+		out = b.Ew("mul", "routed_scale", []core.Value{out}, b.Shape(out), b.Dtype(out), "the routed output times routed_scaling_factor: a Python float, nothing saved")
+	}
+	if shared != core.NoValue {
+		out = b.Add("shared_sum", out, shared)
+	} else if m.SharedExperts > 0 && m.SharedSumFP32 {
 		routed := b.Cast(out, units.FP32, "routed_output.float() (the fp32 combine)")
 		shared := b.Cast(m.lowerShared(b, xin), units.FP32, "shared_experts(x).float() (the fp32 combine)")
 		out = b.Cast(b.Add("shared_sum", routed, shared), b.Dtype(xin), "the fp32 sum cast back to the input's dtype")

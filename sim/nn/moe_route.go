@@ -61,6 +61,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		w := b.Out(g, "topk_weights", []int64{T, k}, b.Dtype(scores), "selected sigmoid scores")
 		b.Save(g, r.idx)
 		r.weights = m.normTopK(b, w)
+		if m.WeightsHidden { // LagunaTopKRouter: routing_weights.to(hidden_states.dtype)
+			r.weights = b.Cast(r.weights, b.Dtype(x), "top-k weights cast to the hidden states' dtype")
+		}
 	case RouterSqrtSoftplus:
 		return m.routeSqrtSoftplus(b, x, r)
 	case RouterTopKSoftmax:

@@ -47,7 +47,8 @@
 # experts run its per-expert loop (experts_implementation "eager", the
 # default being grouped_mm). layer_types, mlp_layer_types and Ling 3's
 # swiglu_limits and swiglu_limits_shared are cut to LAYERS with the layers
-# (Zamba2's hybrid_layer_ids made again from its cut layers_block_type).
+# (Zamba2's hybrid_layer_ids made again from its cut layers_block_type;
+# Laguna's num_attention_heads_per_layer cut too).
 import collections.abc
 import gc
 import json
@@ -67,7 +68,7 @@ dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
-for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits)
+for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "num_attention_heads_per_layer"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits; Laguna's heads)
     if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
         setattr(cfg, key, getattr(cfg, key)[:layers])
 if isinstance(getattr(cfg, "hybrid_layer_ids", None), list):  # Zamba2Config.__post_init__'s list of the "hybrid" layers, made again for the cut layer_types

@@ -92,6 +92,7 @@ CASES = [
     ("ai21-jamba-1.5-mini.json", "", ("JambaForCausalLM",)),
     ("kimi_linear-tiny.json", "", ("KimiLinearForCausalLM",)),
     ("kimi-k2.5-tiny.json", "", ("Kimi_K25ForConditionalGeneration",)),
+    ("laguna-tiny.json", "", ("LagunaForCausalLM",)),
     ("lfm2-tiny.json", "", ("Lfm2ForCausalLM",)),
     ("lfm2_moe-tiny.json", "", ("Lfm2MoeForCausalLM",)),
     ("lfm2_vl-nonorm-tiny.json", "", ("Lfm2VlForConditionalGeneration",)),
