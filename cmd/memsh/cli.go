@@ -93,6 +93,9 @@ Flags (before or after the command):
   fit --qlora R                   the same over a 4-bit base (bitsandbytes
                                   nf4, double quantization), in bf16 unless
                                   --precision says otherwise
+  fit --targets LIST              the modules --lora and --qlora adapt, names
+                                  or roles joined by commas (default
+                                  all-linear; q_proj,v_proj)
   fit --checkpoint MODE           activation checkpointing: none (default),
                                   full, selective or op
   fit --images COUNTxHxW          a vision-language model's images per

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +34,7 @@ type fitFlags struct {
 	lora      int64  // LoRA's rank on every linear layer but lm_head; 0 trains the whole model
 	qlora     int64  // the same over a base in bitsandbytes' 4-bit nf4 with double quantization
 	ckpt      string // train(checkpoint=)
+	targets   string // --lora's targets, comma-separated (lora(targets=)); "" is all-linear
 }
 
 // qloraPrecision is --qlora's precision unless --precision says
@@ -41,7 +44,7 @@ type fitFlags struct {
 const qloraPrecision = "bf16"
 
 // cmdFit is memsh fit CONFIG.json --gpu GPU --seq N [--batch N] [--gpus N]
-// [--precision P] [--lora R | --qlora R] [--checkpoint MODE] [--images
+// [--precision P] [--lora R | --qlora R] [--targets LIST] [--checkpoint MODE] [--images
 // COUNTxHxW] [--videos COUNTxFRAMESxHxW] [--top N] [--json]: the one-line answer for people who
 // do not want a script. It runs fit.star as if it lay beside the config
 // (so the config's folder is the only one it reads), printing the report
@@ -67,6 +70,10 @@ func (e *env) cmdFit(operands []string) error {
 		return usagef("fit: --lora and --qlora take a positive LoRA rank, e.g. --lora 16 (got %d)", min(f.lora, f.qlora))
 	case f.lora > 0 && f.qlora > 0:
 		return usagef("fit: --lora and --qlora are two ways to fine-tune: give one (--qlora R is --lora R over a 4-bit base)")
+	case f.targets != "" && f.lora == 0 && f.qlora == 0:
+		return usagef("fit: --targets names the modules --lora or --qlora adapts: give one of them too")
+	case f.targets != "" && slices.Contains(strings.Split(f.targets, ","), ""):
+		return usagef("fit: --targets is module names or roles joined by commas, e.g. --targets q_proj,v_proj (got %q)", f.targets)
 	case e.out.csv:
 		return usagef("fit takes --json, not --csv")
 	}
@@ -90,7 +97,7 @@ func (e *env) cmdFit(operands []string) error {
 	}
 	args := []string{base, f.gpu, strconv.FormatInt(f.seq, 10), strconv.FormatInt(f.batch, 10),
 		strconv.FormatInt(f.gpus, 10), precision, strconv.FormatInt(f.top, 10), images, videos,
-		strconv.FormatInt(rank, 10), quant, f.ckpt}
+		strconv.FormatInt(rank, 10), quant, f.ckpt, cmp.Or(f.targets, "all-linear")}
 	sr := scriptRun{
 		file: script, src: fitScript, args: args,
 		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),

@@ -35,7 +35,7 @@ type outputFlags struct {
 var outputFlagCommands = map[string]string{
 	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "report": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "images": "fit", "videos": "fit", "top": "fit check",
-	"lora": "fit", "qlora": "fit", "checkpoint": "fit",
+	"lora": "fit", "qlora": "fit", "checkpoint": "fit", "targets": "fit",
 	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check", "config": "check",
 }
 
@@ -95,6 +95,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	integer("lora", &o.fit.lora)
 	integer("qlora", &o.fit.qlora)
 	str("checkpoint", &o.fit.ckpt)
+	str("targets", &o.fit.targets)
 	if o.gate.nodes == 0 { // the defaults, once
 		o.gate.nodes = 1
 	}
