@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,6 +61,34 @@ func jsonFloats(b []byte) []byte {
 	return []byte(strings.NewReplacer("-Infinity", "0", "Infinity", "0", "NaN", "0").Replace(string(b)))
 }
 
+// checkHFDefaultsFiles fails unless lines hold every config under
+// testdata/hf (flops/ included): a config added there gets its lines in
+// hf_defaults_all.jsonl (hf_defaults.py --only).
+func checkHFDefaultsFiles(t *testing.T, lines []hfDefault) {
+	t.Helper()
+	have := map[string]bool{}
+	for _, l := range lines {
+		have[l.Config] = true
+	}
+	var files []string
+	for _, pattern := range []string{"testdata/hf/*.json", "testdata/hf/flops/*.json"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	for _, f := range files {
+		rel, err := filepath.Rel("testdata/hf", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel = filepath.ToSlash(rel); !have[rel] {
+			t.Errorf("hf_defaults*.jsonl have no line for %s: run /work/venv-t/bin/python tools/oracle/hf_defaults.py --only %s >> sim/testdata/hf_defaults_all.jsonl", rel, rel)
+		}
+	}
+}
+
 // TestHFDefaultsAsTransformers: a config.json that leaves a key out gets
 // the config class's default for it, as transformers gives it, or a clear
 // refusal, never a silent other number (a missing n_routed_experts read
@@ -73,6 +102,7 @@ func TestHFDefaultsAsTransformers(t *testing.T) {
 	lines := readJSONL[hfDefault](t, "hf_defaults.jsonl")
 	checkHFDefaultsCover(t, lines)
 	lines = append(lines, readJSONL[hfDefault](t, "hf_defaults_all.jsonl")...)
+	checkHFDefaultsFiles(t, lines)
 	processors := hfTestProcessors()
 	for _, l := range lines {
 		data, name := readHF(t, l.Config), l.Config

@@ -11,7 +11,10 @@ refuses the config (never a silent other number: a missing key is the config cla
 
 --all takes every other config under sim/testdata/hf (flops/ included) instead, as hf_names.py --all does, each built
 as the class its "architectures" names (the survey: about an hour on 2 cores; TestHFDefaultsAsTransformers reads both
-files).
+files). --only FILE... takes those configs alone (a config added to sim/testdata/hf: append its lines to
+hf_defaults_all.jsonl):
+
+    /work/venv-t/bin/python tools/oracle/hf_defaults.py --only laguna-xs2.json >> sim/testdata/hf_defaults_all.jsonl
 
 Keys that name no part of the model are skipped (SKIP): token ids, dtypes, versions, generation settings, the
 architectures list and model_type itself."""
@@ -65,6 +68,9 @@ def main():
     cases = [(config, prefix + heads[0]) for config, prefix, heads in CASES]
     if "--all" in sys.argv:
         cases = [(config, heads[0]) for config, _, heads in all_cases() if (config, heads[0]) not in cases]
+    if "--only" in sys.argv:
+        only = sys.argv[sys.argv.index("--only") + 1:]
+        cases = [(config, heads[0]) for config, _, heads in all_cases() if config in only]
     for config, arch in cases:
         raw = json.load(open(os.path.join(HF, config)))
         line = {"config": config, "arch": arch, "drop": "", "params": count(raw, arch)}
