@@ -97,13 +97,9 @@ func axolotlLoRA(t *tree, adapter string, fsdp1MultiGPU bool) error {
 	if err != nil {
 		return err
 	}
-	dropout := 0.0
-	if d, _ := t.get("lora_dropout"); d != nil {
-		f, ok := toFloat(d)
-		if !ok || f < 0 || f >= 1 {
-			return t.errorf("lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
-		}
-		dropout = f
+	dropout, err := t.probability("lora_dropout", 0)
+	if err != nil {
+		return err
 	}
 	linear, err := t.boolean("lora_target_linear", false)
 	if err != nil {

@@ -183,6 +183,20 @@ func (t *tree) integer(key string, def, min, max int64) (int64, error) {
 	return n, nil
 }
 
+// probability reads a probability in [0, 1) (a dropout); def when absent
+// or null.
+func (t *tree) probability(key string, def float64) (float64, error) {
+	v, _ := t.get(key)
+	if v == nil {
+		return def, nil
+	}
+	f, ok := toFloat(v)
+	if !ok || f < 0 || f >= 1 {
+		return 0, t.errorf(key, "", "want a probability in [0, 1), got %s", describe(v))
+	}
+	return f, nil
+}
+
 // boolean reads a true/false key; def when absent or null.
 func (t *tree) boolean(key string, def bool) (bool, error) {
 	v, _ := t.get(key)

@@ -265,14 +265,11 @@ func hfAdapters(t *tree, p *plan, run hfRun) error {
 	if err != nil {
 		return err
 	}
-	dropout := "0.05"
-	if d, _ := t.get("lora_dropout"); d != nil {
-		f, ok := toFloat(d)
-		if !ok || f < 0 || f >= 1 {
-			return t.errorf("lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
-		}
-		dropout = formatFloat(f)
+	drop, err := t.probability("lora_dropout", 0.05)
+	if err != nil {
+		return err
 	}
+	dropout := formatFloat(drop)
 	mods, err := t.strs("lora_target_modules")
 	if err != nil {
 		return err

@@ -180,13 +180,9 @@ func llamaFactoryLoRA(t *tree, kind string) error {
 	if err != nil {
 		return err
 	}
-	dropout := 0.0
-	if d, _ := t.get("lora_dropout"); d != nil {
-		f, ok := toFloat(d)
-		if !ok || f < 0 || f >= 1 {
-			return t.errorf("lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
-		}
-		dropout = f
+	dropout, err := t.probability("lora_dropout", 0)
+	if err != nil {
+		return err
 	}
 	target, err := t.str("lora_target", "all")
 	if err != nil {

@@ -190,14 +190,11 @@ func torchtuneAdapters(t *tree, p *plan) error {
 	default:
 		return t.errorf("model.lora_alpha", "", "want a number, got %s", describe(alpha))
 	}
-	dropout := "0.0"
-	if d, _ := t.get("model.lora_dropout"); d != nil {
-		f, ok := toFloat(d)
-		if !ok || f < 0 || f >= 1 {
-			return t.errorf("model.lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
-		}
-		dropout = formatFloat(f)
+	drop, err := t.probability("model.lora_dropout", 0)
+	if err != nil {
+		return err
 	}
+	dropout := formatFloat(drop)
 	t.notModelledIf("model.use_dora", "DoRA's magnitude vectors and the weight norm it computes")
 	// torchtune builds the model, adapters included, under
 	// set_default_dtype(dtype): its adapters are in the model's dtype, not

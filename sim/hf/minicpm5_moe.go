@@ -58,19 +58,7 @@ func buildMiniCPM5Moe(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	dense := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	denseBlock := seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), dense))
-	sparseBlock := seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), moe))
-	blocks := make([]core.Layer, layers)
-	for i := range blocks {
-		blocks[i] = denseBlock
-		if sparse[i] {
-			blocks[i] = sparseBlock
-		}
-	}
-	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
-		stackBlocks("layers", blocks), norm("norm")}
-	return c.finish(head, ls, vocab, tie)
+	return c.finish(head, denseOrSparse(hidden, vocab, at, dense, moe, sparse), vocab, tie)
 }
 
 // minicpm5Refusals refuses what MiniCPM5MoeConfig (transformers 5.25.0)
