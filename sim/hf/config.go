@@ -556,24 +556,6 @@ func stackBlocks(name string, blocks []core.Layer) core.Layer {
 
 func seq(ls ...core.Layer) *core.Sequential { return &core.Sequential{Layers: ls} }
 
-// denseOrSparse is a pre-norm decoder's layers (hy_v3's, minicpm5_moe's):
-// embed_tokens, then layers of RMS-normed attention at and feed-forward,
-// moe where sparse says so and dense elsewhere (one layer each), then the
-// final norm.
-func denseOrSparse(hidden, vocab int64, at, dense, moe core.Layer, sparse []bool) []core.Layer {
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	denseBlock := seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), dense))
-	sparseBlock := seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), moe))
-	blocks := make([]core.Layer, len(sparse))
-	for i := range blocks {
-		blocks[i] = denseBlock
-		if sparse[i] {
-			blocks[i] = sparseBlock
-		}
-	}
-	return []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks), norm("norm")}
-}
-
 func res(ls ...core.Layer) *core.Residual {
 	if len(ls) == 1 {
 		return &core.Residual{Layer: ls[0]}
