@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // LFM2's parameters, which transformers 5.25.0 counts on the meta device
@@ -55,6 +56,42 @@ func TestLFM2SavesAsTransformers(t *testing.T) {
 type savedDepths struct {
 	precision, attn string
 	saved           [3]int64
+}
+
+// eagerSaved is what hf_block_saved.py's eagerexperts run keeps for one
+// precision at consecutive layer counts.
+type eagerSaved struct {
+	precision string
+	saved     []int64
+}
+
+// checkEagerExpertsSaved holds memsh, with the experts as transformers'
+// eager loop (experts="eager"), to the harness's bytes for file cut to
+// first, first+1, ... layers, less the views the loop takes of
+// gate_up_proj and down_proj for experts e > 0, which the harness counts
+// and which save nothing (views elements an MoE layer;
+// TestFlexOlmoExpertsAsTransformers); the first dense layers have none, and
+// a cut of dense layers alone runs without experts= (which it refuses).
+func checkEagerExpertsSaved(t *testing.T, file string, first, dense int, views int64, rows []eagerSaved) {
+	t.Helper()
+	for _, tc := range rows {
+		for i, saved := range tc.saved {
+			layers := first + i
+			moe := int64(max(layers-dense, 0))
+			dt, err := units.ParseDType(tc.precision)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := saved - dt.Bytes(moe*views)
+			o := hf.Options{Attn: "sdpa", Experts: "eager"}
+			if moe == 0 {
+				o.Experts = ""
+			}
+			if got := hfSaved(t, file, layers, tc.precision, o, false); got != want {
+				t.Errorf("%s %s eager experts, %d layers: memsh keeps %d bytes, transformers %d, %d without the parameter views (%+d)", file, tc.precision, layers, got, saved, want, got-want)
+			}
+		}
+	}
 }
 
 // checkSavedDepths holds memsh to rows for file cut to 1, 2 and 3

@@ -46,26 +46,10 @@ func TestMiniCPM5MoeSavesAsTransformers(t *testing.T) {
 // e > 0 in each MoE layer, which the harness counts (8 x 64 x 64 + 8 x 64
 // x 32 elements; TestFlexOlmoExpertsAsTransformers).
 func TestMiniCPM5MoeEagerExpertsAsTransformers(t *testing.T) {
-	for _, tc := range []struct {
-		precision string
-		bytes     int64
-		saved     [3]int64
-	}{
-		{"fp32", 4, [3]int64{360_196, 941_572, 1_522_948}},
-		{"bf16", 2, [3]int64{218_884, 546_308, 873_732}},
-	} {
-		for i, saved := range tc.saved {
-			want := saved - int64(i)*(8*64*64+8*64*32)*tc.bytes // layer 0 is dense
-			o := hf.Options{Attn: "sdpa", Experts: "eager"}
-			if i == 0 {
-				o.Experts = "" // one dense layer: no MoE block, and experts= is refused
-			}
-			got := evalPlan(t, hfSavedPlan(t, "minicpm5_moe-tiny.json", i+1, tc.precision, o, false)).SavedActivations
-			if got != want {
-				t.Errorf("%s eager experts, %d layers: memsh keeps %d bytes, transformers %d, %d without the parameter views (%+d)", tc.precision, i+1, got, saved, want, got-want)
-			}
-		}
-	}
+	checkEagerExpertsSaved(t, "minicpm5_moe-tiny.json", 1, 1, 8*64*64+8*64*32, []eagerSaved{
+		{"fp32", []int64{360_196, 941_572, 1_522_948}},
+		{"bf16", []int64{218_884, 546_308, 873_732}},
+	})
 }
 
 // minicpm5_moe under 5.24.0 is refused (models/minicpm5_moe came with

@@ -42,12 +42,7 @@ func TestSarvamMLASavesAsTransformers(t *testing.T) {
 // gate_up_proj and down_proj, which the harness counts (4 x 64 x 64 + 4 x
 // 64 x 32 elements an MoE layer; TestFlexOlmoExpertsAsTransformers).
 func TestSarvamMLAEagerExpertsAsTransformers(t *testing.T) {
-	for i, saved := range [2]int64{848_900, 1_332_228} {
-		want := saved - int64(i+1)*(4*64*64+4*64*32)*4
-		if got := hfSaved(t, "sarvam_mla-tiny.json", i+2, "fp32", hf.Options{Attn: "sdpa", Experts: "eager"}, false); got != want {
-			t.Errorf("%d layers: memsh keeps %d bytes, transformers %d, %d without the parameter views (%+d)", i+2, got, saved, want, got-want)
-		}
-	}
+	checkEagerExpertsSaved(t, "sarvam_mla-tiny.json", 2, 1, 4*64*64+4*64*32, []eagerSaved{{"fp32", []int64{848_900, 1_332_228}}})
 }
 
 // The parameters: sarvam_mla-tiny.json 123,376 (the harness's fp32
