@@ -1,9 +1,8 @@
 package sim
 
 import (
-	"encoding/json"
+	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/internal/hftest"
@@ -55,12 +54,6 @@ func checkHFDefaultsCover(t *testing.T, lines []hfDefault) {
 	}
 }
 
-// jsonFloats reads Python's float literals (Mamba-2's "time_step_limit":
-// [0.0, Infinity]) as numbers JSON has, for the two keys the test reads.
-func jsonFloats(b []byte) []byte {
-	return []byte(strings.NewReplacer("-Infinity", "0", "Infinity", "0", "NaN", "0").Replace(string(b)))
-}
-
 // checkHFDefaultsFiles fails unless lines hold every config under
 // testdata/hf (flops/ included): a config added there gets its lines in
 // hf_defaults_all.jsonl (hf_defaults.py --only).
@@ -109,13 +102,7 @@ func TestHFDefaultsAsTransformers(t *testing.T) {
 		if l.Drop != "" {
 			data, name = hftest.Edit(t, l.Config, map[string]any{l.Drop: hftest.Removed{}}), l.Config+" without "+l.Drop
 		}
-		var raw struct {
-			ModelType string `json:"model_type"`
-			Tie       *bool  `json:"tie_word_embeddings"`
-		}
-		if err := json.Unmarshal(jsonFloats(data), &raw); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		raw := hftest.Decode(t, name, data)
 		m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Arch: l.Arch, Processor: processors[l.Config]})
 		switch {
 		case err != nil && l.Drop == "" && l.Error == "":
@@ -125,7 +112,7 @@ func TestHFDefaultsAsTransformers(t *testing.T) {
 			// refusal is allowed (never a silent number).
 		case l.Error != "":
 			t.Errorf("%s: memsh builds %d parameters, transformers refuses it (%s)", name, m.Params(), l.Error)
-		case hfFromPretrained[raw.ModelType] && raw.Tie == nil:
+		case hfFromPretrained[fmt.Sprint(raw["model_type"])] && raw["tie_word_embeddings"] == nil:
 			if m.Params() <= l.Params {
 				t.Errorf("%s: memsh builds %d parameters, not more than transformers' tied %d: hfFromPretrained's untied head", name, m.Params(), l.Params)
 			}

@@ -19,6 +19,24 @@ var pythonFloats = []struct{ literal, carried string }{
 	{"NaN", `"memsh-hftest-nan"`},
 }
 
+// Decode reads a config.json as written (numbers keep their text,
+// Python's float literals carried as strings of their own); name names
+// it in a failure.
+func Decode(t testing.TB, name string, data []byte) map[string]any {
+	t.Helper()
+	text := string(data)
+	for _, f := range pythonFloats {
+		text = strings.ReplaceAll(text, f.literal, f.carried)
+	}
+	d := json.NewDecoder(strings.NewReader(text))
+	d.UseNumber()
+	var raw map[string]any
+	if err := d.Decode(&raw); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return raw
+}
+
 // Removed as an edit's value takes the key out of the config, as a
 // config.json that never said it: transformers then takes its config
 // class's default, where null sets None.
@@ -54,16 +72,7 @@ func EditFile(t testing.TB, path string, edit map[string]any) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(data)
-	for _, f := range pythonFloats {
-		text = strings.ReplaceAll(text, f.literal, f.carried)
-	}
-	d := json.NewDecoder(strings.NewReader(text))
-	d.UseNumber()
-	var raw map[string]any
-	if err := d.Decode(&raw); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	raw := Decode(t, path, data)
 	for key, v := range edit {
 		obj, keys := raw, strings.Split(key, ".")
 		for _, k := range keys[:len(keys)-1] {
