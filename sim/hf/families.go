@@ -190,15 +190,15 @@ var hfFamilies = []hfFamily{
 	// muP multipliers (granite.go); the 4.45.0 wheel is the first with
 	// models/granite and models/granitemoe (absent from 4.44.2).
 	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}},
-	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "router", paramRouter: true}},
+	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "router", paramRouterSince: [2]int{5, 0}}},
 	// granitemoeshared: GraniteMoe with a shared MLP beside the experts
 	// (granite.go); the 4.49.0 wheel is the first with
 	// models/granitemoeshared (absent from 4.48.0).
-	{modelType: "granitemoeshared", prefix: "GraniteMoeShared", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 49}, experts: &hfExperts{router: "router", paramRouter: true}},
+	{modelType: "granitemoeshared", prefix: "GraniteMoeShared", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 49}, experts: &hfExperts{router: "router", paramRouterSince: [2]int{5, 0}}},
 	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
 	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
 	// the first with models/granitemoehybrid (absent from 4.51.3).
-	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{router: "router", paramRouter: true}},
+	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{router: "router", paramRouterSince: [2]int{5, 0}}},
 	// helium: Kyutai's Helium-1; its model page: "added to Hugging Face
 	// Transformers on 2025-01-13", after 4.48.0 (2025-01-10): 4.49.
 	// decoder.go.

@@ -430,16 +430,13 @@ type hfExperts struct {
 	// nn.Linear).
 	linearRouter bool
 	// paramRouterSince is the first release whose router is a parameter
-	// module where the earlier 5.x's was an nn.Linear (JambaTopKRouter,
-	// an nn.Module holding weight, from 5.21.0; 5.20.0's
-	// JambaSparseMoeBlock.router is nn.Linear, modeling_jamba.py of each
-	// wheel): quantization, LoRA and freeze= no longer reach it (PEFT's
-	// all-linear adapts no Jamba router on 5.25.0,
-	// TestLoRAAllLinearAsPEFT); zero: none.
+	// module where the earlier releases' was an nn.Linear: quantization,
+	// LoRA and freeze= no longer reach it. 5.0 for GraniteMoeTopKRouter
+	// (4.x's GraniteMoeTopKGating.layer); 5.21.0 for JambaTopKRouter, an
+	// nn.Module holding weight (5.20.0's JambaSparseMoeBlock.router is
+	// nn.Linear, modeling_jamba.py of each wheel; PEFT's all-linear adapts
+	// no Jamba router on 5.25.0, TestLoRAAllLinearAsPEFT); zero: none.
 	paramRouterSince [2]int
-	// paramRouter: 5.x's router is a parameter module where 4.x's was an
-	// nn.Linear (GraniteMoeTopKRouter after GraniteMoeTopKGating.layer).
-	paramRouter bool
 	// keepRouterSince is the first release whose from_pretrained keeps
 	// the router's weight fp32 in a bf16 or fp16 model (the family's
 	// _keep_in_fp32_modules_strict lists "gate.weight": DeepSeek-V2's,
@@ -508,7 +505,7 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 			if ex.linearRouter {
 				c.LinearRouter = true
 			}
-			if ex.paramRouter || ex.paramRouterSince != [2]int{} && atLeast(v, ex.paramRouterSince) {
+			if ex.paramRouterSince != [2]int{} && atLeast(v, ex.paramRouterSince) {
 				c.LinearRouter = false
 			}
 			if ex.noWNames {
