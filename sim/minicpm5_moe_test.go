@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/internal/hftest"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 )
 
@@ -126,4 +128,51 @@ func TestMiniCPM5MoeConfig(t *testing.T) {
 	checkHasParams(t, tiny, "model.embed_tokens.weight", "model.layers.0.self_attn.q_gate_proj.weight",
 		"model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.gate.weight", "model.layers.1.mlp.experts.gate_up_proj",
 		"model.layers.2.mlp.shared_experts.down_proj.weight", "model.layers.1.post_attention_layernorm.weight", "lm_head.weight")
+}
+
+// A config.json without num_experts_per_tok routes each token to
+// MiniCPM5MoeConfig's default 16 experts (configuration_minicpm5_moe.py,
+// transformers 5.25.0; memsh refused the file), as without the other keys
+// the class defaults (configClasses). What the step keeps for backward,
+// minicpm5_moe-tiny.json with n_routed_experts 20 and
+// num_experts_per_tok left out (2 layers: the dense one, then 20 experts
+// of 32, 16 a token), 2 samples of 32 tokens, fp32, sdpa:
+//
+//	python tools/oracle/hf_block_saved.py /tmp/family_s37/minicpm5_moe-topk.json 2 2 32 float32 sdpa nocache keepfp32
+//
+// kept 1,669,716 B (716,372 B with num_experts_per_tok 2 set). Left out
+// of the tiny file itself (8 experts), the default 16 is refused: top-k
+// past the experts, which transformers builds (192,448 parameters) but
+// whose torch.topk fails in the forward.
+func TestMiniCPM5MoeTopKDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit map[string]any
+		kept int64
+	}{
+		{"num_experts_per_tok left out", map[string]any{"num_hidden_layers": 2, "n_routed_experts": 20, "num_experts_per_tok": hftest.Removed{}}, 1_669_716},
+		{"num_experts_per_tok 2", map[string]any{"num_hidden_layers": 2, "n_routed_experts": 20}, 716_372},
+	} {
+		m, err := hf.FromConfig(hftest.Edit(t, "minicpm5_moe-tiny.json", tc.edit), "sdpa")
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		cpu, err := core.LookupRuntime("cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.Batch, p.Seq = cpu, 2, 32
+		if p.Precision, err = core.LookupPrecision("fp32"); err != nil {
+			t.Fatal(err)
+		}
+		if got := evalPlan(t, p).SavedActivations; got != tc.kept {
+			t.Errorf("%s: memsh keeps %d bytes, transformers %d (%+d)", tc.name, got, tc.kept, got-tc.kept)
+		}
+	}
+	_, err := hf.FromConfig(hftest.Edit(t, "minicpm5_moe-tiny.json", map[string]any{"num_experts_per_tok": hftest.Removed{}}), "sdpa")
+	if err == nil || !strings.Contains(err.Error(), "num_experts_per_tok") || !strings.Contains(err.Error(), "16") {
+		t.Errorf("the tiny file without num_experts_per_tok: error %v, want one naming num_experts_per_tok and its default 16", err)
+	}
 }

@@ -140,6 +140,13 @@ var configClasses = map[string]*configClass{
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
 			"intermediate_size": num("16384"), "first_k_dense_replace": num("1"),
 			"kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
+	// MiniCPM5MoeConfig (buildMiniCPM5Moe reads routedMoE, not
+	// buildRoutedAt): its expert keys, intermediate_size and head_dim
+	// (null: hidden_size / num_attention_heads, its __post_init__)
+	"minicpm5_moe": {name: "MiniCPM5MoeConfig", aliases: [][2]string{numLocalExperts},
+		defaults: map[string]any{"n_routed_experts": num("160"), "n_shared_experts": num("1"), "num_experts_per_tok": num("16"),
+			"moe_intermediate_size": num("512"), "intermediate_size": num("8192"), "norm_topk_prob": true,
+			"num_key_value_heads": num("2"), "head_dim": num("128")}},
 	// PersimmonConfig's __post_init__ sets partial_rotary_factor 0.5
 	"persimmon": {name: "PersimmonConfig", rotary: true, defaults: map[string]any{"partial_rotary_factor": num("0.5")}},
 	"param2moe": {name: "Param2MoeConfig", aliases: glm4MoEAliases, rotary: true,
@@ -171,7 +178,6 @@ var configClasses = map[string]*configClass{
 	"minimax_m2":        {name: "MiniMaxM2Config", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"ministral":         {name: "MinistralConfig", defaults: map[string]any{"num_key_value_heads": num("8")}, required: []string{"head_dim"}},
 	"ministral3":        {name: "Ministral3Config", defaults: map[string]any{"num_key_value_heads": num("8"), "head_dim": num("128")}},
-	"minicpm5_moe":      {name: "MiniCPM5MoeConfig", defaults: map[string]any{"num_key_value_heads": num("2")}},
 	"mistral":           {name: "MistralConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"mixtral":           {name: "MixtralConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"mllama_text_model": {name: "MllamaTextConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},

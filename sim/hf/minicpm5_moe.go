@@ -21,14 +21,13 @@ import (
 // gate (nn.Attention.OutputGate named by QKVNames, no q or k norm), k_proj
 // and v_proj grouped-query heads of head_dim (default 128; null:
 // hidden_size / num_attention_heads), every projection o_proj included
-// biased by attention_bias, the whole head rotated.
+// biased by attention_bias, the whole head rotated. A key config.json
+// leaves out is MiniCPM5MoeConfig's default (configClasses:
+// num_experts_per_tok 16, n_routed_experts 160, intermediate_size 8192,
+// ...), num_local_experts read as n_routed_experts (attribute_map).
 func buildMiniCPM5Moe(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
-	def := int64(128) // MiniCPM5MoeConfig.head_dim; null: hidden_size / num_attention_heads
-	if c.null("head_dim") {
-		def = 0
-	}
-	hd := c.headDim("hidden_size", "num_attention_heads", def)
+	hd := c.headDim("hidden_size", "num_attention_heads", 0) // null: hidden_size / num_attention_heads
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
 	c.minicpm5Refusals()
@@ -38,18 +37,11 @@ func buildMiniCPM5Moe(c *hfConfig, attn string, head hfHead) *core.Model {
 		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true,
 		OutputGate: true, QKVNames: [3]string{"q_gate_proj"},
 		RopeTables: "rotary_emb", EagerMask: true, Dropout: pa, ProbsDropoutOnly: pa > 0}
-	expertsKey := "n_routed_experts"
-	if c.has("num_local_experts") {
-		if c.has("n_routed_experts") {
-			c.fail("num_local_experts", "and \"n_routed_experts\" are both set: MiniCPM5MoeConfig reads num_local_experts as n_routed_experts (attribute_map); keep one")
-		}
-		expertsKey = "num_local_experts"
-	}
-	experts := c.sizeOr(expertsKey, 160)
-	moeInter := c.sizeOr("moe_intermediate_size", 512)
-	moe := c.routedMoE(hidden, moeInter, experts, c.intOr("n_shared_experts", 1), act)
+	experts := c.size("n_routed_experts")
+	moeInter := c.size("moe_intermediate_size")
+	moe := c.routedMoE(hidden, moeInter, experts, c.count("n_shared_experts"), act)
 	c.checkLayer(at, nil)
-	c.checkLayer(moe, moeKeys(expertsKey, "num_experts_per_tok"))
+	c.checkLayer(moe, moeKeys("n_routed_experts", "num_experts_per_tok"))
 	sparse := c.sparseLayers(layers, c.intOr("first_k_dense_replace", 1))
 	c.checkTotal(float64(layers)*(2*float64(hidden)*float64(heads*hd)*2+2*float64(hidden)*float64(kv*hd)+
 		float64(experts+moe.SharedExperts)*3*float64(hidden)*float64(moeInter)+3*float64(hidden)*float64(inter)) +
