@@ -215,3 +215,66 @@ func layerStack(t *testing.T, m *core.Model) *core.Repeat {
 	}
 	return stack
 }
+
+// AFMoE under PEFT's LoRA all-linear (r=4, alpha=8, fp32 adapters):
+// PEFT converts qwen2_moe's 4.x names on afmoe, so the experts and the
+// router's nn.Linear (mlp.router.gate, whose weight key ends in
+// gate.weight) get ParamWrappers, the attention's linears and the dense
+// and shared experts' none but q, k, v, o, ... (lora_param_linear.go).
+// afmoe-tiny.json as TestAfmoeSavesAsTransformers lays it out, 2 and 3
+// layers (the first MoE layer is layer 1), transformers 5.25.0, peft
+// 0.21.2, PyTorch 2.15.0 on the CPU:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/afmoe-tiny.json {2,3} 2 32 {float32,bfloat16} sdpa nocache keepfp32 lora=all-linear
+//
+// saved 963,364 / 1,562,180 bytes in fp32, 737,060 / 1,160,772 in bf16;
+// gradients 60,544 / 113,920 bytes.
+func TestAfmoeLoRASavesAsPEFT(t *testing.T) {
+	for _, tc := range []struct {
+		precision    string
+		saved, grads [2]int64
+	}{
+		{"fp32", [2]int64{963364, 1562180}, [2]int64{60544, 113920}},
+		{"bf16", [2]int64{737060, 1160772}, [2]int64{60544, 113920}},
+	} {
+		for i, saved := range tc.saved {
+			layers := int64(i + 2)
+			p := hfOraclePlan(t, ropeConfig(t, "afmoe-tiny.json", layers, nil), hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, tc.precision)
+			p.NoAttentionMask = true
+			p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}
+			rep := evalPlan(t, p)
+			if got := rep.SavedActivations; got != saved {
+				t.Errorf("%s, %d layers: memsh keeps %d bytes, PEFT %d (%+d)", tc.precision, layers, got, saved, got-saved)
+			}
+			if got := rep.States.Grads; got != tc.grads[i] {
+				t.Errorf("%s, %d layers: %d bytes of gradients, PEFT %d (%+d)", tc.precision, layers, got, tc.grads[i], got-tc.grads[i])
+			}
+		}
+	}
+}
+
+// Under QLoRA the router's nn.Linear is stored 4-bit (transformers 5.25.0's
+// get_keys_to_not_convert spares the output layer alone), and PEFT's
+// ParamWrapper, which all-linear puts on its weight, would read the packed
+// storage as the weight: memsh refuses it, naming the weight.
+func TestAfmoeQLoRARouterRefused(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "afmoe-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		targets []string
+		refused bool
+	}{
+		{[]string{"all-linear"}, true},
+		{[]string{"q_proj", "k_proj", "v_proj", "o_proj"}, false},
+	} {
+		p := tinyPlan(t, m)
+		p.Quant = "nf4"
+		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: tc.targets}
+		_, err := p.LowerProgram()
+		if refused := err != nil && strings.Contains(err.Error(), "mlp.router.gate.weight") && strings.Contains(err.Error(), "bitsandbytes-quantized"); refused != tc.refused || (err != nil && !refused) {
+			t.Errorf("%v: %v, want refused %v", tc.targets, err, tc.refused)
+		}
+	}
+}

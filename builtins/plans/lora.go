@@ -84,7 +84,8 @@ func LoraBuiltins() []host.Builtin {
 			"expert GEMMs save), and no nn.Linear named like them (dense and shared-expert MLPs) gets one (docs/peft.md, " +
 			"\"MoE\"). target_parameters is PEFT's: parameters wrapped the same way by name (a path ending in \".\" and " +
 			"the name: [\"mlp.experts.gate_up_proj\", \"mlp.experts.down_proj\"] reaches gpt-oss's, Qwen2-MoE's or PhiMoE's " +
-			"3-D experts, which no conversion does), at the given rank; dropout must be 0 then, as PEFT's ParamWrapper " +
+			"3-D experts, which no conversion does; [\"o_proj.weight\"] an nn.Linear's weight, unless targets adapts " +
+			"that linear too, which PEFT refuses), at the given rank; dropout must be 0 then, as PEFT's ParamWrapper " +
 			"requires. Other fused or grouped experts and parameter routers get no adapters. dropout applies to the adapter input. autocast_adapter_dtype is PEFT's " +
 			"get_peft_model keyword (True by default since peft 0.12): over a bf16 or fp16 model (precision=\"bf16\" " +
 			"or \"fp16\", quantized or not) the adapters, their gradients and their optimizer state are fp32, and " +

@@ -120,8 +120,9 @@ func (l *LoRA) peftMambaTarget() string {
 func (b *Builder) LoRAAdapts(role Role) bool { return b.adapts(role) }
 
 // unmatchedLoRATargets refuses a target_parameters entry that wrapped
-// no parameter (PEFT would wrap any parameter it names; memsh wraps the
-// experts' and routers' only), and module-name targets of which none
+// no parameter (PEFT would wrap any parameter it names; memsh wraps an
+// nn.Linear's weight, the experts' and the routers' only), and
+// module-name targets of which none
 // matched a linear of the whole model when no adapter was made at all,
 // as PEFT's get_peft_model does ("Target modules ... not found in the
 // base model"; a list of which some names match is applied without a
@@ -136,7 +137,7 @@ func (b *Builder) unmatchedLoRATargets() error {
 	}
 	for _, t := range b.Lora.TargetParameters {
 		if !b.loraHits[paramHit(t)] {
-			return &units.Error{Path: "lora", Msg: fmt.Sprintf("target_parameters %q names no parameter memsh wraps as PEFT's ParamWrapper (an MoE's 3-D experts, gate_up_proj and down_proj, or its router's weight)", t),
+			return &units.Error{Path: "lora", Msg: fmt.Sprintf("target_parameters %q names no parameter memsh wraps as PEFT's ParamWrapper (an MoE's 3-D experts, gate_up_proj and down_proj, its router's weight, or an nn.Linear's weight)", t),
 				Hint: "name a 3-D expert weight as transformers names it (\"mlp.experts.gate_up_proj\"), or adapt a linear module with targets="}
 		}
 	}

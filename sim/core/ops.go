@@ -40,6 +40,9 @@ func lastSegment(n string) string {
 // linear lowers nn.Linear (aten::addmm / mm): saves its input when the
 // weight needs a gradient, and the weight when the input does.
 func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bool) Value {
+	if b.quantizes(role) {
+		b.refuseQuantParamTarget(name) // PEFT's ParamWrapper on a quantized weight (lora_param_linear.go)
+	}
 	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // bitsandbytes frozen weights
 		return y
 	}
@@ -54,6 +57,9 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	params := []int32{w}
 	if bias {
 		params = append(params, b.Param("bias", []int64{out}, role))
+	}
+	if y := b.paramWrappedLinear(w, role, params, x, in, out); y != NoValue {
+		return y // PEFT's ParamWrapper on the weight (lora_param_linear.go)
 	}
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {

@@ -257,6 +257,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 		return b.aoLinear(name, role, xg, in, outLocal, outFull*in, outFull, bias, true)
 	}
 	defer b.Scope(name)()
+	b.refuseTPParamTarget()
 	w := b.Param("weight", []int64{outLocal, in}, role)
 	b.ShardParam(w, outFull*in)
 	params := []int32{w}
@@ -325,6 +326,7 @@ func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, ou
 		return b.TpReduce(name, b.aoLinear(name, role, x, inLocal, out, out*inFull, 0, bias, false))
 	}
 	done := b.Scope(name)
+	b.refuseTPParamTarget()
 	w := b.Param("weight", []int64{out, inLocal}, role)
 	b.ShardParam(w, out*inFull)
 	params := []int32{w}
