@@ -50,8 +50,6 @@ var allLinearGaps = map[string]struct {
 	"gemma3-vl-tiny.json":           {-3584, visionTowerLinears},
 	"gemma4-vl-tiny.json":           {-5312, visionTowerLinears},
 	"mllama-tiny.json":              {-19584, "PEFT adapts the vision model's linears and the text model's cross_attn q, k, v and o projections; memsh adapts the self-attention layers' and MLPs' alone"},
-	"bamba-tiny.json":               {-1536, "PEFT adapts the Mamba mixers' out_proj; memsh does not"},
-	"zamba2-tiny.json":              {-11776, "PEFT adapts the Mamba mixers' out_proj and the shared blocks' per-call adapter_list linears; memsh does not"},
 	"deepseek-v32-tiny.json":        {-1488, "PEFT adapts the sparse-attention indexer's weights_proj; memsh's indexer runs under no_grad with no adapters (nn/mla_indexer.go)"},
 	"glm-5.json":                    {-5800704, "PEFT adapts the sparse-attention indexer's weights_proj; memsh's indexer runs under no_grad with no adapters (nn/mla_indexer.go)"},
 	"deepseek-v4-tiny.json":         {-2576, "PEFT adapts the attention's o_a_proj; memsh does not"},

@@ -11,7 +11,11 @@ import "strings"
 // tied to the earlier parameter of the same name under the path first,
 // and the autocast copies the ops from ops on make of it are the earlier
 // one's (shareCasts). A later parameter with no namesake (a weight of the
-// later module's own) stays its own; it returns how many were tied.
+// later module's own) stays its own, and so does a LoRA adapter: PEFT
+// adds its adapters after transformers tied the weights, one pair to
+// each module copy (zamba2-tiny.json under all-linear: layer 3's
+// shared_transformer adapters get gradients of their own, peft 0.21.2;
+// sim/lora_mamba2_test.go). It returns how many were tied.
 func (b *Builder) TieModule(params, ops int, later, first string) int {
 	if later == first {
 		return 0
@@ -25,7 +29,7 @@ func (b *Builder) TieModule(params, ops int, later, first string) int {
 	tied := 0
 	for j := params; j < len(b.P.Params); j++ {
 		rest, ok := strings.CutPrefix(b.P.Params[j].Name, later+".")
-		if !ok {
+		if !ok || b.P.Params[j].Role == RoleLoRA {
 			continue
 		}
 		i, ok := earlier[first+"."+rest]

@@ -97,10 +97,16 @@ func buildZamba2(c *hfConfig, attn string, head hfHead) *core.Model {
 			firsts = append(firsts, int64(i))
 		}
 		a, m := *at, *mlp
-		if attnAdapters {
-			a.AdapterIndex = k
+		var idle []int64 // the block's other calls: b, b + blocks, ... of calls
+		for j := b; j < calls; j += blocks {
+			if j != k {
+				idle = append(idle, j)
+			}
 		}
-		m.AdapterIndex = k
+		if attnAdapters {
+			a.AdapterIndex, a.AdapterIdle = k, idle
+		}
+		m.AdapterIndex, m.AdapterIdle = k, idle
 		// the hybrid layers block b runs in: b, b + blocks, ... of calls
 		own := &nn.Zamba2Hybrid{Dim: hidden, First: firsts[b], Own: firsts[b] == int64(i), Attn: &a, MLP: &m, Mamba: &inner}
 		if own.Own {

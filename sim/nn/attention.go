@@ -259,6 +259,9 @@ type Attention struct {
 	// the output of an adapter of its own (Zamba2's linear_q_adapter_list,
 	// ...: zamba2_adapter.go) numbered AdapterIndex; 0 = none.
 	InWidth, AdapterRank, AdapterIndex int64
+	// AdapterIdle are the other adapter slots of the block this layer's
+	// copy holds, which it does not run (idleRankAdapters).
+	AdapterIdle []int64
 
 	// AlibiMaskedFill: MPT's attention (MptAttention, models/mpt/
 	// modeling_mpt.py at transformers 5.25.0), eager only: the scaled

@@ -141,6 +141,12 @@ func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
 	if m.Bias {
 		ps = append(ps, b.Param("bias", []int64{m.Dim}, core.RoleLinear))
 	}
+	// LoRA on out_proj (PEFT's all-linear on Bamba and Zamba2, whose
+	// model types PEFT does not refuse as Mamba models): the kernel reads
+	// self.out_proj.weight, the base layer's, so the adapter exists and
+	// is never called (BambaMixer.cuda_kernels_forward, Zamba2MambaMixer's
+	// at transformers 5.25.0).
+	b.IdleAdapter(core.RoleLinear, m.Inner, m.Dim)
 	done()
 	i := b.AddOp("ssd_scan", "mamba_split_conv1d_scan_combined", []core.Value{zxbcdt, a}, ps...)
 	y := b.Out(i, "out", core.WithLast(s, m.Dim), dt, "the mixer's output (out_proj inside the combined kernel)")

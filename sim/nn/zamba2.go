@@ -208,7 +208,8 @@ type Zamba2MLP struct {
 	Name                      string
 	Dim, Hidden               int64
 	AdapterRank, AdapterIndex int64
-	Act                       string // swiglu or geglu
+	AdapterIdle               []int64 // the block's other calls' adapter slots (idleRankAdapters)
+	Act                       string  // swiglu or geglu
 	Bias                      bool
 }
 
@@ -253,6 +254,7 @@ func (m *Zamba2MLP) Lower(b *core.Builder, x core.Value) core.Value {
 	gateUp := b.Linear("gate_up_proj", core.RoleUp, x, m.Dim, 2*m.Hidden, m.Bias)
 	if m.AdapterRank > 0 {
 		gateUp = rankAdapter(b, fmt.Sprintf("gate_up_proj_adapter_list.%d", m.AdapterIndex), x, gateUp, m.Dim, m.AdapterRank, 2*m.Hidden)
+		idleRankAdapters(b, "gate_up_proj_adapter_list", m.AdapterIdle, m.Dim, m.AdapterRank, 2*m.Hidden)
 	}
 	h := gatedHalves(b, gateUp, m.Hidden, m.Act, "gate_up_proj")
 	return b.Linear("down_proj", core.RoleDown, h, m.Hidden, m.Dim, m.Bias)

@@ -27,13 +27,43 @@ func rankAdapter(b *core.Builder, name string, x, y core.Value, in, rank, out in
 	return b.Add(name, y, h)
 }
 
+// idleRankAdapters registers PEFT's LoRA adapters (core.Builder.IdleAdapter)
+// on the modules of the adapters list (its entries "0" and "1") numbered
+// idle: the other calls' slots of this layer's block. Each hybrid layer
+// holds a copy of its block (Zamba2Model ties the copies' weights,
+// _tied_weights_keys at 5.25.0), every copy with the adapter_list
+// entries of all the block's calls, and runs its own only; PEFT gives
+// every copy's entries adapters of their own (all-linear on
+// zamba2-tiny.json: the first layer's copy holds entries 0 and 2), so
+// the others' exist and get no gradient.
+func idleRankAdapters(b *core.Builder, list string, idle []int64, in, rank, out int64) {
+	for _, j := range idle {
+		name := fmt.Sprintf("%s.%d", list, j)
+		done := b.Scope(name)
+		for _, l := range [...]struct {
+			name    string
+			in, out int64
+		}{{"0", in, rank}, {"1", rank, out}} {
+			d := b.Scope(l.name)
+			b.IdleAdapter(core.Role(name), l.in, l.out)
+			d()
+		}
+		done()
+	}
+}
+
 // qkvAdapters adds q's, k's and v's adapters (Zamba2Attention.forward:
 // the three projections first, then query_states + linear_q_adapter_list[
-// i](hidden_states), k's and v's in turn).
+// i](hidden_states), k's and v's in turn), and registers LoRA's idle
+// adapters on the block's other slots (AdapterIdle; idleRankAdapters).
 func (a *Attention) qkvAdapters(b *core.Builder, x, q, k, v core.Value) (core.Value, core.Value, core.Value) {
 	in, r := a.InDim(), a.AdapterRank
 	list := func(p string) string { return fmt.Sprintf("linear_%s_adapter_list.%d", p, a.AdapterIndex) }
-	return rankAdapter(b, list("q"), x, q, in, r, in), rankAdapter(b, list("k"), x, k, in, r, in), rankAdapter(b, list("v"), x, v, in, r, in)
+	q, k, v = rankAdapter(b, list("q"), x, q, in, r, in), rankAdapter(b, list("k"), x, k, in, r, in), rankAdapter(b, list("v"), x, v, in, r, in)
+	for _, p := range []string{"q", "k", "v"} {
+		idleRankAdapters(b, "linear_"+p+"_adapter_list", a.AdapterIdle, in, r, in)
+	}
+	return q, k, v
 }
 
 // AdapterParams are the adapters' weights: 2 x in x rank for each of q,
