@@ -104,7 +104,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "flash"), quant = "nf4-dq", quant_storage = "bf16",
              lora = lora(rank = 32, alpha = 64, targets = ["all-linear"], dropout = 0.05), batch = 1, seq = 2048, grad_accum = 4,
              precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True), offload = offload(params = "cpu"))`,
+             parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"), offload = offload(params = "cpu"))`,
 	}, {
 		// FSDP2: Axolotl casts the norms and embeddings back to bf16 (sdpa
 		// then allowed); accelerate 1.11+ accumulates without gradient sync
@@ -124,12 +124,12 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		step:    axolotlStep(2, 4, 8, 4096),
 		opts:    Options{Model: "llama-3-8b.json", GPUs: 8},
 		files:   llama,
-		unknown: []string{"fsdp_config.fsdp_backward_prefetch", "fsdp_config.fsdp_use_orig_params"},
+		unknown: []string{"fsdp_config.fsdp_use_orig_params"},
 		notModelled: []string{axolotlTokensNote,
 			"liger_rope: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 8192, grad_accum = 4, precision = "bf16",
              optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB",
-             parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True), offload = offload(params = "cpu"))`,
+             parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"), offload = offload(params = "cpu"))`,
 	}, {
 		// the Trainer's per-device batch (what DeepSpeed's micro batch must
 		// equal) is micro_batch_size, though each micro-batch is one

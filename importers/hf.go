@@ -504,6 +504,15 @@ func hfLayout(t *tree, o Options, p *plan) error {
 			args = append(args, kw("fsdp_sync_module_states", "True"))
 		}
 	}
+	if fsdp {
+		mode, err := hfBackwardPrefetch(t)
+		if err != nil {
+			return err
+		}
+		if version == 1 { // accelerate drops backward_prefetch for FSDP2, with a warning
+			args = append(args, kw("fsdp_backward_prefetch", str(mode)))
+		}
+	}
 	// The Trainer accumulates inside accelerator.no_sync() unless
 	// accelerator_config's gradient_accumulation_kwargs sets
 	// sync_each_batch (accelerate's GradientAccumulationPlugin): then
@@ -584,16 +593,45 @@ func (p *plan) quantized() bool {
 // broadcasts rank 0's parameters while it wraps the model
 // (parallel(fsdp_sync_module_states=True), replay/fsdp1_wrap.go).
 func hfSyncModuleStates(t *tree) (bool, error) {
-	read := func(key string, def bool) (bool, error) {
-		if _, ok := t.get("fsdp_config." + key); ok {
-			return t.boolean("fsdp_config."+key, def)
-		}
-		return t.boolean("fsdp_config.fsdp_"+key, def)
-	}
-	sync, err := read("sync_module_states", true)
+	sync, err := t.boolean(hfFSDPKey(t, "sync_module_states"), true)
 	if err != nil {
 		return false, err
 	}
-	ram, err := read("cpu_ram_efficient_loading", false)
+	ram, err := t.boolean(hfFSDPKey(t, "cpu_ram_efficient_loading"), false)
 	return sync || ram, err
+}
+
+// hfFSDPKey is the key the Trainer reads fsdp_config's name from: the key
+// itself, else its "fsdp_"-prefixed spelling (the prefix dropped,
+// training_args.py l.2744 at transformers 5.17).
+func hfFSDPKey(t *tree, name string) string {
+	if _, ok := t.get("fsdp_config." + name); ok {
+		return "fsdp_config." + name
+	}
+	return "fsdp_config.fsdp_" + name
+}
+
+// hfBackwardPrefetch is FSDP1's backward_prefetch as the Trainer passes it
+// to accelerate: fsdp_config's backward_prefetch, "NO_PREFETCH" unless set
+// (transformers 4.57.1 training_args.py l.2028-2029, 5.25.0 l.2875),
+// which accelerate's FullyShardedDataParallelPlugin turns into
+// backward_prefetch=None (accelerate 1.16 utils/dataclasses.py
+// l.1767-1777): each unit gathered by its own pre-backward, where
+// FullyShardedDataParallel's own default is BACKWARD_PRE
+// (parallel(fsdp_backward_prefetch=...), core/fsdp.go).
+func hfBackwardPrefetch(t *tree) (string, error) {
+	key := hfFSDPKey(t, "backward_prefetch")
+	s, err := t.str(key, "NO_PREFETCH")
+	if err != nil {
+		return "", err
+	}
+	switch strings.ToUpper(s) {
+	case "NO_PREFETCH":
+		return "none", nil
+	case "BACKWARD_PRE":
+		return "pre", nil
+	case "BACKWARD_POST":
+		return "post", nil
+	}
+	return "", t.errorf(key, "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH", "unknown backward prefetch %s", quoteKey(s))
 }

@@ -67,7 +67,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "the same with accelerator_config's sync_each_batch: FSDP1 reduce-scatters every micro-batch",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -77,7 +77,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_sync_each_batch = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_sync_each_batch = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "fsdp_config.sync_module_states=false: no broadcast while FSDP1 wraps the model",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -87,7 +87,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "cpu_ram_efficient_loading forces sync_module_states on (accelerate), the fsdp_ prefix dropped as the Trainer does",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -97,7 +97,17 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+	}, {
+		name: "fsdp_config's backward_prefetch, the fsdp_ prefix dropped: BACKWARD_POST reaches FullyShardedDataParallel",
+		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
+		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_backward_prefetch=BACKWARD_POST"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", input_requires_grad = True),
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "post"))`,
 	}, {
 		name: "LoRA under FSDP2: accelerate 1.11+ accumulates without gradient sync",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -229,7 +239,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True))`,
+             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: fp32)",
 		file: "hf/zephyr_sft_full.yaml",
@@ -273,6 +283,9 @@ func TestHFErrors(t *testing.T) {
 			want: "args.json: key optim: optimizer galore_adamw is not modelled", wantHint: "adamw_8bit"},
 		{name: "an FSDP sharding memsh does not replay", file: "args.json", config: args + `, "fsdp": "shard_grad_op"}`, opts: Options{Seq: 512, GPUs: 8},
 			want: "args.json: key fsdp: shard_grad_op is not modelled", wantHint: "full_shard"},
+		{name: "a backward prefetch FSDP1 does not have", file: "args.json", opts: Options{Seq: 512, GPUs: 8},
+			config: args + `, "fsdp": "full_shard auto_wrap", "fsdp_config": {"backward_prefetch": "backward_both"}}`,
+			want:   "args.json: key fsdp_config.backward_prefetch: unknown backward prefetch backward_both", wantHint: "NO_PREFETCH"},
 		{name: "two sequence lengths", file: "sft.yaml", config: "model_name_or_path: mistralai/Mistral-7B-v0.1\nper_device_train_batch_size: 2\nmax_length: 1024\nmax_seq_length: 2048\ngradient_checkpointing: false\n",
 			want: "sft.yaml:4: key max_seq_length: 2048 and max_length 1024 disagree", wantHint: "max_length"},
 	})

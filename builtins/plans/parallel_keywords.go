@@ -158,6 +158,28 @@ var layoutKeywords = []layoutKeyword{
 			"broadcast from rank 0 in 250 MiB buckets, and the buckets' flattened copies join what the wrap leaves in the allocator's cache",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SyncStates) },
 		set: setLayoutBool("fsdp_sync_module_states", func(p *core.Parallelism) *bool { return &p.SyncStates })},
+	{Name: "fsdp_backward_prefetch", Sig: `"pre"`,
+		Doc: `FSDP1 (fsdp=1): FullyShardedDataParallel's backward_prefetch. "pre" (BACKWARD_PRE, its default; Lightning's FSDPStrategy): ` +
+			`a unit's pre-backward gathers the unit before it too, two units unsharded through each backward; "post" (BACKWARD_POST, ` +
+			`MosaicML Composer's default): the next unit is gathered once this one reshards, before its gradient's reduce-scatter; ` +
+			`"none" (NO_PREFETCH, the Hugging Face Trainer's and accelerate's default unless fsdp_config sets backward_prefetch): ` +
+			`each unit is gathered by its own pre-backward`,
+		get: func(p core.Parallelism) starlark.Value {
+			if !p.FSDP || p.FSDPVersion != 1 {
+				return starlark.None
+			}
+			return starlark.String(p.FSDP1Prefetch())
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.BackwardPrefetch = string(s)
+			default:
+				return fmt.Errorf("fsdp_backward_prefetch must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
 	{Name: "fsdp_no_sync", Sig: "False",
 		Doc: "FSDP2 (fsdp=True) with grad_accum > 1: True accumulates without gradient sync, set_requires_gradient_sync(False) on the " +
 			"micro-batches that do not step (Hugging Face accelerate 1.11 and later, accumulate() without sync_each_batch): each parameter's " +

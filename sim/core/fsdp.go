@@ -131,6 +131,9 @@ func (par Parallelism) validateFSDP() error {
 		return &units.Error{Path: "parallel", Msg: "fsdp_sync_module_states= is FSDP1's (FullyShardedDataParallel(sync_module_states=True))",
 			Hint: "add fsdp=1, or drop fsdp_sync_module_states: it only adds the wrap's broadcast buckets to what FSDP1's construction leaves cached"}
 	}
+	if err := validBackwardPrefetch(par); err != nil {
+		return err
+	}
 	if par.FSDPNoSync && (!par.FSDP || par.FSDPVersion == 1) {
 		return &units.Error{Path: "parallel", Msg: "fsdp_no_sync= is FSDP2's (fully_shard's set_requires_gradient_sync(False) while accumulating)",
 			Hint: "FSDP1 (fsdp=1) accumulates under no_sync() already unless fsdp_sync_each_batch=True; add fsdp=True for FSDP2"}
@@ -162,6 +165,52 @@ func (par Parallelism) validateFSDP() error {
 		if d != units.InvalidDType && !d.Float() {
 			return parallelErr("param_dtype and reduce_dtype must be float dtypes (got %s)", d)
 		}
+	}
+	return nil
+}
+
+// FSDP1's backward prefetch modes (Parallelism.BackwardPrefetch), as
+// torch 2.15's _runtime_utils.py runs them, measured on the CPU by
+// tools/oracle/fsdp1_prefetch.py (sim/fsdp1_prefetch_test.go):
+//   - PrefetchPre: a unit's pre-backward hook unshards it and then the
+//     next unit of the backward, so two units are gathered through the
+//     unit's backward (BackwardPrefetch.BACKWARD_PRE, the default of
+//     FullyShardedDataParallel, Lightning's FSDPStrategy);
+//   - PrefetchPost: a unit's post-backward hook reshards it, then
+//     unshards the next unit, then reduce-scatters its gradient
+//     (BACKWARD_POST, MosaicML Composer's default);
+//   - PrefetchNone: each unit is unsharded by its own pre-backward hook
+//     (backward_prefetch=None: Hugging Face's Trainer's fsdp_config
+//     backward_prefetch "NO_PREFETCH" by default, transformers 4.57.1
+//     training_args.py l.2028 and 5.25.0 l.2875, which accelerate's
+//     FullyShardedDataParallelPlugin turns into None).
+const (
+	PrefetchPre  = "pre"
+	PrefetchPost = "post"
+	PrefetchNone = "none"
+)
+
+// FSDP1Prefetch is plan p's FSDP1 backward prefetch mode (PrefetchPre
+// when unset).
+func (p Parallelism) FSDP1Prefetch() string {
+	if p.BackwardPrefetch == "" {
+		return PrefetchPre
+	}
+	return p.BackwardPrefetch
+}
+
+func validBackwardPrefetch(par Parallelism) error {
+	switch par.BackwardPrefetch {
+	case "":
+		return nil
+	case PrefetchPre, PrefetchPost, PrefetchNone:
+	default:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp_backward_prefetch=%q is not a backward prefetch mode", par.BackwardPrefetch),
+			Hint: `"pre" (BACKWARD_PRE, FullyShardedDataParallel's default), "post" (BACKWARD_POST) or "none" (NO_PREFETCH, the Hugging Face Trainer's default)`}
+	}
+	if !par.FSDP || par.FSDPVersion != 1 {
+		return &units.Error{Path: "parallel", Msg: "fsdp_backward_prefetch= is FSDP1's (FullyShardedDataParallel(backward_prefetch=...))",
+			Hint: "add fsdp=1; FSDP2 (fully_shard) prefetches one unit in the backward, as memsh replays it (accelerate drops backward_prefetch for FSDP2)"}
 	}
 	return nil
 }

@@ -131,16 +131,21 @@ type Parallelism struct {
 	LossSlot         bool    // Megatron --account-for-loss-in-pipeline-split
 
 	// FSDP's mesh and policies (fsdp.go).
-	DPReplicate     int64       // HSDP: replicas of the sharded model; dp/DPReplicate ranks shard it
-	NoReshard       bool        // reshard_after_forward=False
-	ReshardTo       int64       // reshard_after_forward=N: keep 1/N of each unit between forward and backward
-	FSDPUnits       []string    // modules wrapped as FSDP units of their own
-	AdapterUnits    bool        // FSDP1: every LoRA adapter a unit of its own (peft's fsdp_auto_wrap_policy); implied by quant
-	SyncEachBatch   bool        // FSDP1: reduce-scatter every micro-batch, no no_sync() while accumulating
-	SyncStates      bool        // FSDP1: sync_module_states=True, the wrap broadcasts each unit from rank 0 (replay/fsdp1_wrap.go)
-	FSDPNoSync      bool        // FSDP2: set_requires_gradient_sync(False) on the micro-batches that do not step (accelerate's accumulate())
-	FSDPParamDType  units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
-	FSDPReduceDType units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
+	DPReplicate   int64    // HSDP: replicas of the sharded model; dp/DPReplicate ranks shard it
+	NoReshard     bool     // reshard_after_forward=False
+	ReshardTo     int64    // reshard_after_forward=N: keep 1/N of each unit between forward and backward
+	FSDPUnits     []string // modules wrapped as FSDP units of their own
+	AdapterUnits  bool     // FSDP1: every LoRA adapter a unit of its own (peft's fsdp_auto_wrap_policy); implied by quant
+	SyncEachBatch bool     // FSDP1: reduce-scatter every micro-batch, no no_sync() while accumulating
+	SyncStates    bool     // FSDP1: sync_module_states=True, the wrap broadcasts each unit from rank 0 (replay/fsdp1_wrap.go)
+	// BackwardPrefetch is FSDP1's backward_prefetch: "" or "pre"
+	// (BackwardPrefetch.BACKWARD_PRE, FullyShardedDataParallel's default),
+	// "post" (BACKWARD_POST) or "none" (backward_prefetch=None: what
+	// Hugging Face's Trainer and accelerate pass unless told; fsdp.go).
+	BackwardPrefetch string
+	FSDPNoSync       bool        // FSDP2: set_requires_gradient_sync(False) on the micro-batches that do not step (accelerate's accumulate())
+	FSDPParamDType   units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
+	FSDPReduceDType  units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
 }
 
 // norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
@@ -228,6 +233,9 @@ func (p Parallelism) String() string {
 	}
 	if n.SyncStates {
 		parts = append(parts, "fsdp_sync_module_states=True")
+	}
+	if n.BackwardPrefetch != "" && n.BackwardPrefetch != PrefetchPre {
+		parts = append(parts, fmt.Sprintf("fsdp_backward_prefetch=%q", n.BackwardPrefetch))
 	}
 	if n.FSDPNoSync {
 		parts = append(parts, "fsdp_no_sync=True")

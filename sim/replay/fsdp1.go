@@ -147,6 +147,16 @@ func (d *distState) gradientFSDP1(r *Replay, pi int32) bool {
 	return true
 }
 
+// reshardPostBackwardFSDP1 is FSDP1's _post_backward_reshard for unit
+// u: reshard, then, under BACKWARD_POST, unshard the next unit of the
+// backward, before u's gradient is reduce-scattered (core.PrefetchPost).
+func (d *distState) reshardPostBackwardFSDP1(r *Replay, u int32) {
+	d.reshard(r, u)
+	if d.Par.FSDP1Prefetch() == core.PrefetchPost {
+		d.prefetch(r, u, false)
+	}
+}
+
 // postBackwardFSDP1 is _post_backward_hook for unit u: only FlatParameters
 // that require grad have one; under no_sync it only reshards; otherwise it
 // reduce-scatters the flat gradient into the sharded one and frees it.
@@ -160,11 +170,11 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 		// embedding) stays gathered until the backward ends
 		// (pytorch/pytorch#95805).
 		if d.inputsNeedGrad(u) {
-			d.reshard(r, u)
+			d.reshardPostBackwardFSDP1(r, u)
 		}
 		return
 	}
-	d.reshard(r, u)
+	d.reshardPostBackwardFSDP1(r, u)
 	if d.noSync || un.flatGrad == none {
 		return
 	}

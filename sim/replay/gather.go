@@ -304,7 +304,7 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 	}
 	for _, u := range d.opUnits[i] {
 		d.gather(r, u)
-		if d.units[u].last == int32(i) {
+		if d.units[u].last == int32(i) && (!d.fsdp1 || d.Par.FSDP1Prefetch() == core.PrefetchPre) {
 			d.prefetch(r, u, false)
 		}
 	}
