@@ -101,7 +101,11 @@ func mosaicPlan(size string, seq, gpus, mb, ga int64, precision string, ckpt boo
 		// Composer wraps no FSDP model in no_sync: every micro-batch
 		// reduce-scatters (composer/trainer/dist_strategy.py @v0.16.4,
 		// ddp_sync_context returns at once for a model that is not DDP).
-		SyncEachBatch: true}
+		SyncEachBatch: true,
+		// backward_prefetch unset by the benchmark script
+		// (submit_benchmarks.py @061f2c7 l.87-91, l.348) is Composer's
+		// BACKWARD_POST (dist_strategy.py @v0.16.4 l.135).
+		BackwardPrefetch: core.PrefetchPost}
 	if precision == "bf16-mixed" {
 		// fsdp_config mixed_precision DEFAULT: param_dtype the autocast
 		// dtype, reduce_dtype float32 (composer/trainer/
