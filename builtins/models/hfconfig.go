@@ -174,6 +174,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"nemotron (Minitron-4B and -8B, Nemotron-Mini-4B, transformers 4.44) is Llama with attention_bias and mlp_bias, an up_proj, relu2, down_proj MLP, LayerNorm1P norms (weight + 1.0, saved) and the first partial_rotary_factor (0.5) of each head rotated. " +
 			"gpt_bigcode (StarCoder, StarCoderBase, SantaCoder, transformers 4.54) is GPT-2's layer with nn.Linear projections and one fused c_attn, multi_query's single k and v head repeated by eager attention and read as it is by SDPA; add_cross_attention is refused. " +
 			"gptj (GPT-J-6B, transformers 5.24) runs attention and a gelu_new MLP side by side on one LayerNorm, a rope on adjacent pairs of each head's first rotary_dim dims, q and k cast to fp32 by eager attention; lm_head has a bias; rotary_dim null is refused. " +
+			"codegen (CodeGen 350M to 16B, transformers 5.24) is gptj's model with one unbiased qkv_proj whose output, laid out as 4 model-parallel shards, splits into q, v and k, each copied to heads (views with 4 heads), and rotary tables kept fp32, q and k cast to v's dtype after them; n_embd must be a multiple of 4. " +
 			"vaultgemma (VaultGemma 1B, transformers 4.57) is Gemma 2 without post_attention_layernorm and post_feedforward_layernorm. " +
 			"phi (Phi-1, Phi-1.5, Phi-2, transformers 4.37) runs attention (partial_rotary_factor of each head rotated) and a gelu_new MLP side by side on one LayerNorm, biased throughout, dropping each branch by resid_pdrop. " +
 			"cohere (Command R, R+, Aya 23, Aya Expanse, transformers 4.39) is cohere2's parallel layer rotating q and k in every layer, without windows; use_qk_norm norms each head of q and k with a [heads, head_dim] weight. " +
@@ -213,6 +214,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"nemotron 4.44, " +
 			"gpt_bigcode 4.54, " +
 			"gptj 5.24, " +
+			"codegen 5.24, " +
 			"vaultgemma 4.57 (attn=\"sdpa\" runs eager from 5.21), " +
 			"exaone 5.24, " +
 			"mpt 4.32, " +

@@ -41,6 +41,14 @@ var hfFamilies = []hfFamily{
 	// 4.48.0.dev0; its model page: "added to Hugging Face Transformers on
 	// 2024-12-13", after 4.47.0). cohere2.go.
 	{modelType: "cohere2", prefix: "Cohere2", base: "model", heads: decoderHeads, build: buildCohere2, since: [2]int{4, 48}},
+	// codegen: Salesforce's CodeGen; as gptj, 5.24.0 is the first wheel
+	// whose CodeGenAttention runs eager_attention_forward and the
+	// attention interface (SDPA) and whose model makes sin and cos once a
+	// forward (CodeGenRotaryEmbedding; 5.23.0 has its own _attn, each
+	// layer its own embed_positions; 5.24.0's modeling_codegen.py is
+	// 5.25.0's). codegen.go.
+	{modelType: "codegen", prefix: "CodeGen", base: "transformer", heads: decoderHeads, build: buildCodeGen, since: [2]int{5, 24},
+		sinceWhy: "5.23 and earlier run CodeGenAttention's own _attn (no SDPA), each layer slicing sin and cos from its own embed_positions, which memsh does not model"},
 	// dbrx: Databricks' DBRX (dbrx.go). models/dbrx is in every release
 	// from 4.40.0, but 4.x runs its own attention classes and experts
 	// loop, and the 5.0.0 to 5.14.0 wheels' DbrxExperts reshape the

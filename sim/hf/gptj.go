@@ -3,6 +3,7 @@ package hf
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // buildGPTJ follows transformers' GPTJForCausalLM (model_type gptj:
@@ -33,19 +34,32 @@ import (
 // null (rotary over n_embd, which transformers' broadcast fails on
 // unless n_head is 1) is refused.
 func buildGPTJ(c *hfConfig, attn string, head hfHead) *core.Model {
+	return buildGPTJLike(c, attn, head, false)
+}
+
+// buildGPTJLike is GPT-J's model, or with codegen CodeGen's (codegen.go):
+// the same keys, block and head around CodeGen's attention.
+func buildGPTJLike(c *hfConfig, attn string, head hfHead, codegen bool) *core.Model {
+	class := "GPTJAttention"
+	if codegen {
+		class = "CodeGenAttention"
+	}
 	hidden := c.firstSize("n_embd", "hidden_size") // GPTJConfig.attribute_map
 	layers := c.firstSize("n_layer", "num_hidden_layers")
 	heads := c.firstSize("n_head", "num_attention_heads")
 	vocab := c.size("vocab_size")
 	c.sizeOr(c.firstKey("n_positions", "max_position_embeddings"), 2048) // embed_positions' rows: a buffer, no parameter
 	if c.err == nil && hidden%heads != 0 {
-		c.fail(c.firstKey("n_head", "num_attention_heads"), "must divide n_embd (%d): GPTJAttention makes head_dim n_embd // n_head (got %d)", hidden, heads)
+		c.fail(c.firstKey("n_head", "num_attention_heads"), "must divide n_embd (%d): %s makes head_dim n_embd // n_head (got %d)", hidden, class, heads)
 	}
 	hd := hidden / max(heads, 1)
 	if c.null("rotary_dim") && c.err == nil {
 		c.fail("rotary_dim", "null (rotary over all n_embd dims) is not modelled: transformers' apply_rotary_pos_emb cannot broadcast it over heads narrower than n_embd; set it (GPT-J-6B: 64)")
 	}
-	rotary := c.sizeOr("rotary_dim", 64) // GPTJConfig's default
+	if codegen && c.err == nil && hidden%codegenShards != 0 {
+		c.fail(c.firstKey("n_embd", "hidden_size"), "must be a multiple of %d for model_type codegen (got %d): CodeGenAttention views qkv_proj's output as %d shards of 3 x n_embd / %d", codegenShards, hidden, codegenShards, codegenShards)
+	}
+	rotary := c.sizeOr("rotary_dim", 64) // GPTJConfig's and CodeGenConfig's default
 	if c.err == nil && (rotary > hd || rotary%2 != 0) {
 		c.fail("rotary_dim", "must be even and at most the head (%d = n_embd / n_head): GPT-J turns adjacent pairs of each head's first rotary_dim dims (got %d)", hd, rotary)
 	}
@@ -61,6 +75,10 @@ func buildGPTJ(c *hfConfig, attn string, head hfHead) *core.Model {
 	at := &nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, OutName: "out_proj",
 		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, EagerMask: true, QKFP32: true,
 		RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesEachCall: true}
+	if codegen {
+		at.FusedQKV, at.QKVName, at.QKVShards = true, "qkv_proj", codegenShards
+		at.RopeToV, at.RopeTablesDType = true, units.FP32
+	}
 	var attnBranch core.Layer = at
 	if len(after) > 0 {
 		attnBranch = seq(append([]core.Layer{at}, after...)...)

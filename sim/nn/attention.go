@@ -280,6 +280,12 @@ type Attention struct {
 	// are what the product saves, the scores, the mask's sum and the
 	// softmax are fp32, and the probabilities are cast to v's dtype.
 	QKFP32 bool
+	// QKVShards and RopeToV are CodeGen's (attention_codegen.go):
+	// FusedQKV's output as QKVShards model-parallel shards, each q's, v's
+	// and k's part of it, and q and k cast to v's dtype after a rotary
+	// whose tables stay fp32 (RopeTablesDType); 0 and false for others.
+	QKVShards int64
+	RopeToV   bool
 
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower
@@ -401,6 +407,9 @@ func (a *Attention) Validate(path string) error {
 	if err := a.checkGateProj(path); err != nil {
 		return err
 	}
+	if a.QKVShards < 0 || a.QKVShards > 0 && (!a.FusedQKV || a.Dim%a.QKVShards != 0) {
+		return units.Errorf(path, "qkv shards (%d) need a fused qkv projection whose width they divide (dim=%d)", a.QKVShards, a.Dim)
+	}
 	if err := a.checkAdapters(path); err != nil {
 		return err
 	}
@@ -447,6 +456,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 			qkv = b.Unary("clamp", qkv, true, false)
 		}
 		q, k, v = qkv, qkv, qkv // views of one storage
+		if a.QKVShards > 0 {
+			q, k, v = a.shardedQKV(b, qkv, s, h, d)
+		}
 	default:
 		in := a.InDim()
 		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, in, a.Heads*d, h*d, a.QKVBias)
@@ -478,6 +490,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.Rope {
 		q = a.rotate(b, "q", q, core.WithLast(s, h*d))
 		k = a.rotate(b, "k", k, core.WithLast(s, kv*d))
+		if a.RopeToV {
+			q, k = a.castToV(b, q, k, v)
+		}
 	}
 	if a.QKNormAfterRope {
 		q = qkHeadNorm(b, "query_layernorm", q, s, h, d, false)

@@ -50,7 +50,7 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	}
 	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
 	switch {
-	case a.FusedQKV && (!a.RepeatKV || native): // views of one qkv storage
+	case a.FusedQKV && (!a.RepeatKV || native) && !a.qkvCopies(): // views of one qkv storage
 		kvSeen = 2 * dt.Bytes(tokens*kv*d)
 	case kv != h && !a.kvNative() && !native: // SDPA reads repeat_kv's copies, made contiguous
 		kvSeen = 2 * dt.Bytes(tokens*h*d)

@@ -43,7 +43,11 @@ func (a *Attention) chunkMasked(seq int64) bool { return a.Chunk > 0 && seq >= a
 func (a *Attention) rotate(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
 	if !a.RopeComplex {
 		if a.RopeTables != "" && !b.MegatronKernels() { // TE's fused rope saves its own freqs
-			return rope(b, name, x, shape, a.ropeTables(b, name, shape)...)
+			t := a.ropeTables(b, name, shape)
+			if a.RopeToV { // the tables' dtype promotes the products (attention_codegen.go)
+				return ropeAs(b, name, x, shape, core.Promote(core.Promote(b.Dtype(x), b.Prec.Params), b.Dtype(t[0])), t...)
+			}
+			return rope(b, name, x, shape, t...)
 		}
 		return rope(b, name, x, shape)
 	}

@@ -46,8 +46,13 @@ func (a *Attention) ropeCacheBuffers(b *core.Builder, d int64) {
 // and sin, ropeTables) the op reads them and saves them for backward
 // (q * cos saves cos, rotate_half(q) * sin saves sin).
 func rope(b *core.Builder, name string, x core.Value, shape []int64, tables ...core.Value) core.Value {
+	return ropeAs(b, name, x, shape, core.Promote(b.Dtype(x), b.Prec.Params), tables...)
+}
+
+// ropeAs is rope with the rotated tensor's dtype dt (CodeGen's, promoted
+// by its fp32 tables: attention_codegen.go).
+func ropeAs(b *core.Builder, name string, x core.Value, shape []int64, dt units.DType, tables ...core.Value) core.Value {
 	i := b.AddOp("rope", b.Concat("rope_", name), append([]core.Value{x}, tables...))
-	dt := core.Promote(b.Dtype(x), b.Prec.Params)
 	y := b.Out(i, b.Concat(name, "_rot"), shape, dt, b.Concat("rotary-embedded ", name))
 	if b.Grad(x) {
 		b.Save(i, tables...)
