@@ -29,6 +29,10 @@ type Builder struct {
 	loraHits map[string]bool
 	// loraAdapted: some LoRA adapter was registered (unmatchedLoRATargets)
 	loraAdapted bool
+	// noGradTrain counts the NoGrad regions open in a training step (not
+	// an eval plan): adapters registered there still require grad
+	// (AdapterParam), as PEFT's do, and get none.
+	noGradTrain int
 	// curBlock is the repeated block being lowered, 1-based (0: none),
 	// recorded on each op (OpInfo.Block).
 	curBlock int32
@@ -289,7 +293,10 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 // LoRA; LoRA's A and B take the adapters' dtype (Plan.AdapterDType).
 func (b *Builder) AdapterParam(name string, shape []int64, role Role) int32 {
 	i := b.Param(name, shape, role)
-	b.P.Params[i].Trainable = !b.Eval
+	// PEFT's adapters require grad wherever they sit: one a no_grad
+	// forward runs (DeepSeek-V3.2's indexer) is trainable and gets no
+	// gradient (replay's gradlessParams).
+	b.P.Params[i].Trainable = !b.Eval || b.noGradTrain > 0
 	if role == RoleLoRA {
 		b.P.Params[i].DType = b.AdapterDType()
 		b.loraAdapted = true
@@ -425,8 +432,16 @@ func (b *Builder) Save(i int32, vs ...Value) {
 // them, and no backward FLOPs or time are counted for them.
 func (b *Builder) NoGrad() func() {
 	eval := b.Eval
+	if !eval {
+		b.noGradTrain++
+	}
 	b.Eval = true
-	return func() { b.Eval = eval }
+	return func() {
+		b.Eval = eval
+		if !eval {
+			b.noGradTrain--
+		}
+	}
 }
 
 func (b *Builder) Grad(v Value) bool { return b.P.Values[v].Grad }

@@ -119,6 +119,16 @@ func (l *LoRA) peftMambaTarget() string {
 // scope: by its role, all-linear, or its module name.
 func (b *Builder) LoRAAdapts(role Role) bool { return b.adapts(role) }
 
+// LoRAOutput adds PEFT's lora.Linear branch to y, the output of a linear
+// of role a layer lowers with its own matmul, when LoRA targets it (in
+// the linear's scope; x is the input the module is called with); else y.
+func (b *Builder) LoRAOutput(role Role, x, y Value, in, out int64) Value {
+	if !b.adapts(role) {
+		return y
+	}
+	return b.loraAdapter(x, y, in, out)
+}
+
 // unmatchedLoRATargets refuses a target_parameters entry that wrapped
 // no parameter (PEFT would wrap any parameter it names; memsh wraps an
 // nn.Linear's weight, the experts' and the routers' only), and

@@ -154,6 +154,7 @@ func (a *V4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(per) * float64(g*a.OLoraRank)
 	b.Op(i).Bytes += float64(b.Val(grouped).Bytes) + float64(dt.Bytes(g*a.OLoraRank*per))
+	ya = a.oaLoRA(b, grouped, ya, per)
 	done()
 	flat := b.Ew("flatten", "o_a_flat", []core.Value{ya}, core.WithLast(s, g*a.OLoraRank), dt, "the groups flattened (flatten(2) of the transposed bmm output: a copy)")
 	return b.Linear("o_b_proj", core.RoleO, flat, g*a.OLoraRank, a.Dim, false)
@@ -328,4 +329,26 @@ func (n *KeptNorm) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, "rms_norm_fp32", n.Dim, b.Last(x)))
 	}
 	return keptNorm(b, b.ModuleName(n), x, n.Dim)
+}
+
+// oaLoRA is PEFT's lora.Linear on o_a_proj when LoRA targets it (in its
+// scope; all-linear does: DeepseekV4GroupedLinear is an nn.Linear
+// subclass, weight [o_groups x o_lora_rank, heads x head_dim / o_groups],
+// modeling_deepseek_v4.py at transformers 5.25.0). lora.Linear adds
+// lora_B(lora_A(x)) to the module's output: over the grouped input
+// [.., o_groups, per] it is [.., o_groups, o_groups x o_lora_rank]
+// against the bmm's [.., o_groups, o_lora_rank], which PyTorch cannot
+// add when o_groups > 1 (peft 0.21.2's forward raises "The size of
+// tensor a (16) must match the size of tensor b (32) at non-singleton
+// dimension 3" on deepseek-v4-tiny.json): refused then. With one group
+// the shapes agree and the adapter is lowered.
+func (a *V4Attention) oaLoRA(b *core.Builder, grouped, ya core.Value, per int64) core.Value {
+	if !b.LoRAAdapts(core.RoleO) {
+		return ya
+	}
+	if a.OGroups > 1 {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("lora: PEFT's lora.Linear on o_a_proj (a grouped nn.Linear of %d groups) adds an update %d groups x %d wide to the module's %d-wide output per group, and its forward fails (RuntimeError: the sizes must match)", a.OGroups, a.OGroups, a.OGroups*a.OLoraRank, a.OLoraRank),
+			Hint: "name the modules to adapt without o_a_proj (all-linear reaches it), e.g. targets=[\"q_a_proj\", \"q_b_proj\", \"kv_proj\", \"o_b_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"]"}})
+	}
+	return b.LoRAOutput(core.RoleO, grouped, ya, per, a.OGroups*a.OLoraRank)
 }

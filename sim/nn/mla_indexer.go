@@ -175,6 +175,9 @@ func (a *MLA) indexerWeights(b *core.Builder, x core.Value, s []int64) core.Valu
 	y := b.Out(i, "out", core.WithLast(s, h), dt, "indexer head weights")
 	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(a.Dim) * float64(h)
 	b.Op(i).Bytes += float64(b.Val(xw).Bytes) + float64(dt.Bytes(a.Dim*h))
+	// PEFT's lora.Linear on weights_proj (all-linear): its branch runs
+	// under the indexer's no_grad, so its adapters get no gradient.
+	y = b.LoRAOutput(core.RoleLinear, xw, y, a.Dim, h)
 	done()
 	y = b.Cast(y, units.FP32, ".float()")
 	return b.Ew("mul", "weights", []core.Value{y}, core.WithLast(s, h), units.FP32, "weights * heads^-0.5")

@@ -99,8 +99,9 @@ func SavedAtForwardEndIn(prog *core.Program, plan *core.Plan, s *SavedScratch) [
 // the replayed one: no op reads them (a vision tower without images,
 // Gemma 4's audio tower, whose input memsh does not model), or every op
 // reading them runs inside a reentrant checkpoint region that records no
-// graph. An expert no token reached in the replayed step (Unrouted) is
-// not one: other steps' tokens reach it.
+// graph or under no_grad (none of its outputs requires grad: a LoRA
+// adapter in DeepSeek-V3.2's indexer). An expert no token reached in the
+// replayed step (Unrouted) is not one: other steps' tokens reach it.
 func gradlessParams(p *core.Program) []bool {
 	withGrad := make([]bool, len(p.Params))
 	params := p.Params
@@ -110,7 +111,7 @@ func gradlessParams(p *core.Program) []bool {
 			if t := params[pi].TiedTo; t >= 0 {
 				pi = t
 			}
-			if op.Region == 0 || !p.Regions[op.Region-1].NoGrad {
+			if (op.Region == 0 || !p.Regions[op.Region-1].NoGrad) && p.HasBackward(op) {
 				withGrad[pi] = true
 			}
 		}
