@@ -158,17 +158,14 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		opts:  Options{Model: "llama-3-8b.json", GPUs: 8, Seq: 4096, Overrides: []string{"deepspeed=zero3_bf16.json"}, ReadFile: readAxolotl},
 		files: llama,
 		notModelled: []string{axolotlTokensNote,
-			"deepspeed.zero_optimization.reduce_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
-			"deepspeed.zero_optimization.stage3_prefetch_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
-			"deepspeed.zero_optimization.max_live_parameters: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
-			"deepspeed.zero_optimization.max_reuse_distance: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
-			"deepspeed.zero_optimization.stage3_param_persistence_threshold: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
-			"deepspeed.zero_optimization.sub_group_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"deepspeed.zero_optimization.max_reuse_distance: ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)",
+			"deepspeed.zero_optimization.sub_group_size: ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)",
 			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
 			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 4096, grad_accum = 8, checkpoint = "full",
-             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(), parallel = parallel(dp = 8, zero = 3))`,
+             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(),
+             parallel = parallel(dp = 8, zero = 3, reduce_bucket_size = "auto", stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 0))`,
 	}})
 }
 

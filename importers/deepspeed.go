@@ -56,11 +56,57 @@ var deepspeedOptimizers = map[string]string{"adam": "adamw", "adamw": "adamw", "
 // (runtime/zero/config.py: max_live_parameters, alias
 // "stage3_max_live_parameters"): Axolotl's deepspeed_configs use them.
 var deepspeedBuckets = []string{
-	"zero_optimization.reduce_bucket_size", "zero_optimization.allgather_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
-	"zero_optimization.stage3_max_live_parameters", "zero_optimization.stage3_max_reuse_distance",
-	"zero_optimization.max_live_parameters", "zero_optimization.max_reuse_distance", "zero_optimization.param_persistence_threshold",
-	"zero_optimization.stage3_param_persistence_threshold", "zero_optimization.stage3_param_persitance_threshold",
+	"zero_optimization.allgather_bucket_size", "zero_optimization.stage3_max_reuse_distance", "zero_optimization.max_reuse_distance",
 	"zero_optimization.sub_group_size", "zero_optimization.allgather_partitions", "zero_optimization.reduce_scatter",
+}
+
+// deepspeedSizes are ZeRO's sizes that memsh replays, as parallel() takes
+// them (sim/core/zero_sizes.go): each read under DeepSpeedZeroConfig's
+// field name or its stage3_ alias (runtime/zero/config.py at edaa722,
+// with the misspelled stage3_param_persitance_threshold it still
+// accepts), a number of elements or the Hugging Face Trainer's "auto"
+// (filled from the model's hidden size); the stage-3 sizes only at stage
+// 3, the reduce bucket at stages 1 to 3, where DeepSpeed reads them.
+func deepspeedSizes(t *tree, stage int64) ([]string, error) {
+	var args []string
+	for _, s := range []struct {
+		name  string
+		keys  []string
+		stage int64
+	}{
+		{"reduce_bucket_size", []string{"reduce_bucket_size"}, 1},
+		{"stage3_prefetch_bucket_size", []string{"stage3_prefetch_bucket_size", "prefetch_bucket_size"}, 3},
+		{"stage3_param_persistence_threshold", []string{"stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_param_persitance_threshold"}, 3},
+		{"stage3_max_live_parameters", []string{"stage3_max_live_parameters", "max_live_parameters"}, 3},
+	} {
+		for _, k := range s.keys {
+			key := "zero_optimization." + k
+			v, _ := t.get(key)
+			if v == nil {
+				continue
+			}
+			if stage < s.stage {
+				break // DeepSpeed does not read it at this stage
+			}
+			if v == "auto" && s.name == "stage3_max_live_parameters" {
+				return nil, t.errorf(key, "a number of elements (DeepSpeed's default is 1e9)", "is auto, which the Hugging Face Trainer does not fill")
+			}
+			if v == "auto" {
+				args = append(args, kw(s.name, str("auto")))
+				break
+			}
+			n, err := t.integer(key, 0, 0, 1<<50)
+			if err != nil {
+				return nil, err
+			}
+			if n == 0 && s.name == "reduce_bucket_size" {
+				return nil, t.errorf(key, "a positive number of elements, or auto", "0 leaves no room for a gradient")
+			}
+			args = append(args, kw(s.name, num(n)))
+			break
+		}
+	}
+	return args, nil
 }
 
 func deepspeedPlan(t *tree, o Options) (*plan, error) {
@@ -314,9 +360,13 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 		t.notModelled = append(t.notModelled, fmt.Sprintf("zero_optimization.offload_optimizer.device: nvme at stage %d, where DeepSpeed keeps the optimizer state in host memory (read as offload(optimizer=\"cpu\"))", stage))
 	}
 	deepspeedSwapSettings(t)
+	sizes, err := deepspeedSizes(t, stage)
+	if err != nil {
+		return err
+	}
 	for _, k := range deepspeedBuckets {
 		if v, _ := t.get(k); v != nil {
-			t.notModelled = append(t.notModelled, fmt.Sprintf("%s: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)", k))
+			t.notModelled = append(t.notModelled, fmt.Sprintf("%s: ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)", k))
 		}
 	}
 	// DeepSpeedZeroConfig's defaults: overlap_comm on at stage 3,
@@ -342,6 +392,7 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 		if oc && (stage == 1 || stage == 2) { // stages 1-2 overlap only when asked (parallel(overlap_comm=True))
 			args = append(args, kw("overlap_comm", "True"))
 		}
+		args = append(args, sizes...)
 		p.set("parallel", call("parallel", args...))
 	}
 	if optDev != "" {

@@ -358,6 +358,18 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with zero=1 or 2: DeepSpeed's zero_optimization.overlap_comm (off by default at those stages; ZeRO-3 always overlaps): each reduce bucket's reduction, and with offload(optimizer=\"cpu\") its gradients' copies to and from the host (the fp32 copy at the step's last micro-step, the 16-bit accumulation copies at each), runs on a side stream behind the micro-step's backward, exposed only where it outlasts it (each micro-step's last bucket at least; stage 2 reduces at every micro-step, stage 1 at the last), with a second reduce bucket allocated (double buffering); the copies overlap into pinned host memory, DeepSpeed's offload_optimizer.pin_memory (the default from 0.19.5; before it, pageable copies held the CPU: leave overlap_comm off to time them)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.OverlapComm) },
 		set: setLayoutBool("overlap_comm", func(p *core.Parallelism) *bool { return &p.OverlapComm })},
+	zeroSize("reduce_bucket_size", "with zero=: DeepSpeed's zero_optimization.reduce_bucket_size, elements (None: DeepSpeed's 5e8): the gradient bucket ZeRO-1/2 allocate at each backward "+
+		"(and a second with overlap_comm) and ZeRO-3 at init, in the parameters' 16-bit dtype; \"auto\" is the Hugging Face Trainer's fill, hidden_size² "+
+		"(transformers' integrations/deepspeed.py; the model's token embedding width)",
+		func(p *core.Parallelism) *core.ZeroSize { return &p.ReduceBucketSize }),
+	zeroSize("stage3_prefetch_bucket_size", "with zero=3: the parameters ZeRO-3 gathers ahead of the module that runs, elements (None: DeepSpeed's 5e7; 0 prefetches nothing); "+
+		"\"auto\" is the Trainer's 0.9 x hidden_size²",
+		func(p *core.Parallelism) *core.ZeroSize { return &p.PrefetchBucketSize }),
+	zeroSize("stage3_param_persistence_threshold", "with zero=3: modules with fewer parameters stay gathered on every rank, elements (None: DeepSpeed's 1e5); "+
+		"\"auto\" is the Trainer's 10 x hidden_size",
+		func(p *core.Parallelism) *core.ZeroSize { return &p.ParamPersistenceThreshold }),
+	zeroSize("stage3_max_live_parameters", "with zero=3: ZeRO-3 prefetches no further once this many parameters are gathered, elements (None: DeepSpeed's 1e9; 0 prefetches nothing, as Axolotl's ZeRO-3 configs set it)",
+		func(p *core.Parallelism) *core.ZeroSize { return &p.MaxLiveParameters }),
 	{Name: "async_tp_comm", Sig: "True",
 		Doc: "with precision=\"megatron\": the backward of a column-parallel linear runs its input gradient's all-reduce (reduce-scatter with sequence parallelism) beside its weight-gradient GEMM, and with sequence parallelism the all-gather of its saved input beside its input-gradient GEMM (Megatron-LM since 2021-08-30); False: a release before that, every tensor-parallel collective exposed",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(!p.SyncTPComm) },

@@ -149,3 +149,40 @@ func setReshard(v starlark.Value, p *core.Parallelism) error {
 	}
 	return nil
 }
+
+// zeroSize is one of DeepSpeed ZeRO's sizes as a layout keyword: a whole
+// number of elements, "auto" (the Hugging Face Trainer's fill from the
+// model's hidden size, core/zero_sizes.go), or None for DeepSpeed's
+// default.
+func zeroSize(name, doc string, f func(p *core.Parallelism) *core.ZeroSize) layoutKeyword {
+	return layoutKeyword{Name: name, Sig: "None", Doc: doc,
+		get: func(p core.Parallelism) starlark.Value {
+			switch s := *f(&p); {
+			case s.Auto:
+				return starlark.String("auto")
+			case s.Set:
+				return starlark.MakeInt64(s.N)
+			}
+			return starlark.None
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch x := v.(type) {
+			case nil, starlark.NoneType:
+				*f(p) = core.ZeroSize{}
+			case starlark.String:
+				if x != "auto" {
+					return fmt.Errorf("%s must be a number of elements or \"auto\" (got %s)", name, x)
+				}
+				*f(p) = core.ZeroSize{Auto: true}
+			case starlark.Int:
+				n, ok := x.Int64()
+				if !ok || n < 0 {
+					return fmt.Errorf("%s must be a number of elements, 0 or more (got %s)", name, x)
+				}
+				*f(p) = core.ZeroSize{N: n, Set: true}
+			default:
+				return fmt.Errorf("%s must be a number of elements or \"auto\" (got %s)", name, v.Type())
+			}
+			return nil
+		}}
+}

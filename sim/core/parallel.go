@@ -62,6 +62,9 @@ type Parallelism struct {
 	// bucket buffers (deepspeed/runtime/zero/stage_1_and_2.py at edaa722:
 	// setup_buckets, reduce_ipg_grads).
 	OverlapComm bool
+	// DeepSpeed ZeRO's sizes (zero_sizes.go; Plan.ZeroSizes resolves
+	// them): zero values are DeepSpeed's defaults.
+	ReduceBucketSize, PrefetchBucketSize, ParamPersistenceThreshold, MaxLiveParameters ZeroSize
 	// SyncTPComm: a Megatron-LM release before the asynchronous
 	// tensor-parallel backward (commit cf7efd4f5a, 2021-08-30): every
 	// tensor-parallel collective exposed (sim/timing/tp_overlap.go).
@@ -313,6 +316,11 @@ func (p Parallelism) String() string {
 	}
 	if n.OverlapComm {
 		parts = append(parts, "overlap_comm=True")
+	}
+	for _, z := range n.zeroSizeKeys() {
+		if z.size.Set || z.size.Auto {
+			parts = append(parts, z.name+"="+z.size.String())
+		}
 	}
 	if n.SyncTPComm {
 		parts = append(parts, "async_tp_comm=False")

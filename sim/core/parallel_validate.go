@@ -29,6 +29,9 @@ func (raw Parallelism) Validate() error {
 	if par.Zero < 0 || par.Zero > 3 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
 	}
+	if err := par.validZeroSizes(); err != nil { // zero_sizes.go
+		return err
+	}
 	if v := par.FSDPVersion; v != 0 && (v < 1 || v > 2 || !par.FSDP) {
 		return parallelErr("fsdp version must be 1 or 2 with fsdp on (got %d)", v)
 	}
@@ -97,6 +100,9 @@ func (p *Plan) validateParallel() error {
 	}
 	par := p.Parallel.Norm()
 	if err := p.validateAsyncTP(); err != nil { // async_tp.go
+		return err
+	}
+	if err := p.validZeroAuto(); err != nil { // zero_sizes.go
 		return err
 	}
 	if par.TPCommOverlap && !p.Precision.Megatron {

@@ -228,7 +228,7 @@ func (d *distState) prefetch(r *Replay, u int32, forward bool) {
 			n++
 			continue
 		}
-		if ahead >= zeroPrefetchBucket || live+un.numel > zeroMaxLive {
+		if ahead >= d.zs.PrefetchBucket || live+un.numel > d.zs.MaxLive {
 			return
 		}
 		if un.tensor == none {

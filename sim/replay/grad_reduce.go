@@ -105,9 +105,9 @@ func (d *distState) backwardStart(r *Replay) {
 	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == core.Eval {
 		return
 	}
-	dt := r.Plan.Precision.Params
-	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
+	dt, n := r.Plan.Precision.Params, d.zs.ReduceBucket
+	d.ipg = d.alloc(r, "ipg bucket", []int64{n}, dt, dt.Bytes(n), core.CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
 	if d.Par.OverlapComm { // setup_buckets: double buffers with overlap_comm
-		d.ipg2 = d.alloc(r, "ipg bucket 2", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed's second reduce bucket (overlap_comm: double buffering, stage_1_and_2.py setup_buckets)")
+		d.ipg2 = d.alloc(r, "ipg bucket 2", []int64{n}, dt, dt.Bytes(n), core.CatComm, "DeepSpeed's second reduce bucket (overlap_comm: double buffering, stage_1_and_2.py setup_buckets)")
 	}
 }

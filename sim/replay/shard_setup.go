@@ -366,7 +366,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, core.CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
 	}
 	st.Grads = gb
-	d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, prec.Params, prec.Params.Bytes(zeroReduceBucket), core.CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
+	d.alloc(r, "ipg bucket", []int64{d.zs.ReduceBucket}, prec.Params, prec.Params.Bytes(d.zs.ReduceBucket), core.CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
 }
 
 // partitionTotal is this rank's partition of the trainable (or frozen)

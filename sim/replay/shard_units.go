@@ -73,7 +73,7 @@ func (d *distState) buildUnits() error {
 	}
 	if d.Mode == DistZeRO {
 		for u := range d.units {
-			d.units[u].keep = d.units[u].numel < zeroPersistence
+			d.units[u].keep = d.units[u].numel < d.zs.Persistence
 		}
 	}
 	for _, name := range d.Par.FSDPUnits {

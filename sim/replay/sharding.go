@@ -59,13 +59,9 @@ func (m DistMode) String() string {
 
 // DeepSpeed and PyTorch defaults.
 const (
-	zeroReduceBucket   = 500_000_000   // reduce_bucket_size (zero/config.py), elements
-	zeroPrefetchBucket = 50_000_000    // stage3_prefetch_bucket_size, elements
-	zeroPersistence    = 100_000       // stage3_param_persistence_threshold, elements
-	zeroMaxLive        = 1_000_000_000 // stage3_max_live_parameters, elements
-	zeroSubGroup       = 1_000_000_000 // sub_group_size, elements
-	DdpBucketCap       = 25 << 20      // DistributedDataParallel(bucket_cap_mb=25)
-	ddpFirstBucket     = 1 << 20       // dist._DEFAULT_FIRST_BUCKET_BYTES
+	zeroSubGroup   = 1_000_000_000 // sub_group_size, elements
+	DdpBucketCap   = 25 << 20      // DistributedDataParallel(bucket_cap_mb=25)
+	ddpFirstBucket = 1 << 20       // dist._DEFAULT_FIRST_BUCKET_BYTES
 )
 
 // gatherUnit is a set of parameters gathered together (ZeRO-3: a module;
@@ -128,7 +124,8 @@ type distState struct {
 	fsdpDown, fsdpUp int64
 	pageableUp       int64 // copies into pageable host memory (shard_offload.go PageableD2H)
 
-	fsdp1 bool // FullyShardedDataParallel semantics
+	fsdp1 bool           // FullyShardedDataParallel semantics
+	zs    core.ZeroSizes // ZeRO: the plan's bucket and threshold sizes
 	// fsdp1Idle marks the parameters in FSDP1 units that never run
 	// (fsdp1IdleShards): no gradient, no state, not stepped.
 	fsdp1Idle []bool
@@ -166,6 +163,9 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	d := &distState{Par: par, plan: plan, p: prog, dp: par.ShardDegree(), edp: par.ExpertShardDegree(),
 		ipg: none, ipg2: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
 	d.Mode = ModeOf(plan)
+	if d.Mode == DistZeRO {
+		d.zs = plan.ZeroSizes() // reduce_bucket_size, ZeRO-3's prefetch and persistence (core/zero_sizes.go)
+	}
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1
 		d.noSync = FSDPNoSync(plan)
@@ -210,11 +210,6 @@ func ModeOf(plan *core.Plan) DistMode {
 	}
 	return DistReplicated
 }
-
-// ZeroReduceBucket is DeepSpeed's reduce_bucket_size, elements: the
-// ZeRO-1/2 gradient bucket the time model's last reduction (and, with
-// ZeRO-Offload, its last copy to the host) is sized by.
-const ZeroReduceBucket = zeroReduceBucket
 
 // root returns the parameter pi stands for (tied weights share one).
 func (d *distState) root(pi int32) int32 {

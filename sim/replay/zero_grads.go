@@ -163,7 +163,7 @@ func (d *distState) zeroHook(r *Replay, pi int32) {
 	if n == 0 {
 		return
 	}
-	if z.bucket > 0 && z.bucket+n > zeroReduceBucket {
+	if z.bucket > 0 && z.bucket+n > d.zs.ReduceBucket {
 		d.zeroReduce(r)
 	}
 	z.bucket += n

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -350,4 +351,57 @@ func TestSearchFloat8TPShardRejected(t *testing.T) {
 		}
 	}
 	t.Logf("%+v", res.Stats)
+}
+
+// ZeRO's sizes (a DeepSpeed ZeRO-3 base plan with the Hugging Face
+// Trainer's "auto" buckets) and FSDP1's backward prefetch (an FSDP1 base
+// with the Trainer's NO_PREFETCH) reach the layouts that read them only:
+// the reduce bucket every ZeRO stage, the stage-3 sizes zero3, the
+// prefetch mode the fsdp layouts; a layout that does not read one is not
+// refused for it. The rows, the front and every bound are brute force's.
+func TestSearchZeroSizesEqualsBruteForce(t *testing.T) {
+	auto, none := core.ZeroSize{Auto: true}, core.ZeroSize{Set: true}
+	zero3 := core.Parallelism{DP: 8, Zero: 3, ReduceBucketSize: auto, PrefetchBucketSize: auto, ParamPersistenceThreshold: auto, MaxLiveParameters: none}
+	fsdp1 := core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, BackwardPrefetch: core.PrefetchNone}
+	for _, c := range []struct {
+		layout core.Parallelism
+		rows   []string // the kinds of layout the rows must hold, for the check to check something
+	}{{zero3, []string{"zero1", "zero3"}}, {fsdp1, []string{"fsdp"}}} {
+		layout := c.layout
+		base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+		toyMemory(base, 3<<30)
+		base.Parallel = layout
+		space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, MicroBatch: []int64{1, 2},
+			Sharding: []string{"ddp", "zero1", "zero2", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 12, Workers: 2}
+		res := checkBruteForce(t, base, space, false)
+		seen := map[string]bool{}
+		for _, r := range append(append([]Row(nil), res.Rows...), res.Front...) {
+			par := r.Plan.Parallel
+			kind := fmt.Sprintf("zero%d", par.Zero)
+			if par.FSDP {
+				kind = "fsdp"
+			}
+			seen[kind] = true
+			var want core.Parallelism
+			switch {
+			case kind == "fsdp":
+				want.BackwardPrefetch = layout.BackwardPrefetch
+			case kind == "zero1" || kind == "zero2":
+				want.ReduceBucketSize = layout.ReduceBucketSize
+			case kind == "zero3":
+				want.ReduceBucketSize, want.PrefetchBucketSize, want.ParamPersistenceThreshold, want.MaxLiveParameters =
+					layout.ReduceBucketSize, layout.PrefetchBucketSize, layout.ParamPersistenceThreshold, layout.MaxLiveParameters
+			}
+			if par.BackwardPrefetch != want.BackwardPrefetch || par.ReduceBucketSize != want.ReduceBucketSize || par.PrefetchBucketSize != want.PrefetchBucketSize ||
+				par.ParamPersistenceThreshold != want.ParamPersistenceThreshold || par.MaxLiveParameters != want.MaxLiveParameters {
+				t.Errorf("base %s, row %s: the base plan's ZeRO sizes or backward prefetch not carried where they apply", layout, par)
+			}
+		}
+		t.Logf("base %s: %+v; layouts in the rows: %v", layout, res.Stats, seen)
+		for _, k := range c.rows {
+			if !seen[k] {
+				t.Errorf("base %s: no %s layout among the rows: the test checks nothing of it", layout, k)
+			}
+		}
+	}
 }

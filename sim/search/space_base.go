@@ -20,8 +20,9 @@ import (
 
 // carriedLayout is base's layout less the space's axes: what every
 // layout of the space keeps. FSDP's own options (version, resharding,
-// mixed-precision policy) are kept apart and set on the fsdp and hsdp
-// layouts only (fsdpOptions).
+// mixed-precision policy, FSDP1's backward prefetch) and ZeRO's sizes
+// are kept apart and set on the layouts that read them only
+// (fsdpOptions: withFSDPOptions, withZeroSizes).
 func carriedLayout(base core.Parallelism) (carried, fsdp core.Parallelism) {
 	par := base
 	par.DP, par.TP, par.PP, par.CP, par.EP = 0, 0, 0, 0, 0
@@ -31,17 +32,35 @@ func carriedLayout(base core.Parallelism) (carried, fsdp core.Parallelism) {
 	par.StageLayers, par.StageSplit, par.FirstStageLayers, par.LastStageLayers = nil, "", 0, 0
 	par.EmbeddingSlot, par.LossSlot = false, false
 	fsdp = core.Parallelism{FSDPVersion: par.FSDPVersion, NoReshard: par.NoReshard, ReshardTo: par.ReshardTo,
-		AdapterUnits: par.AdapterUnits, SyncEachBatch: par.SyncEachBatch, SyncStates: par.SyncStates, FSDPNoSync: par.FSDPNoSync, FSDPParamDType: par.FSDPParamDType, FSDPReduceDType: par.FSDPReduceDType}
+		AdapterUnits: par.AdapterUnits, SyncEachBatch: par.SyncEachBatch, SyncStates: par.SyncStates, FSDPNoSync: par.FSDPNoSync, FSDPParamDType: par.FSDPParamDType, FSDPReduceDType: par.FSDPReduceDType,
+		BackwardPrefetch: par.BackwardPrefetch, ReduceBucketSize: par.ReduceBucketSize, PrefetchBucketSize: par.PrefetchBucketSize,
+		ParamPersistenceThreshold: par.ParamPersistenceThreshold, MaxLiveParameters: par.MaxLiveParameters}
 	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.SyncStates, par.FSDPNoSync = 0, false, 0, false, false, false, false
 	par.FSDPParamDType, par.FSDPReduceDType = units.InvalidDType, units.InvalidDType
+	par.BackwardPrefetch = ""
+	par.ReduceBucketSize, par.PrefetchBucketSize, par.ParamPersistenceThreshold, par.MaxLiveParameters = core.ZeroSize{}, core.ZeroSize{}, core.ZeroSize{}, core.ZeroSize{}
 	return par, fsdp
 }
 
 // withFSDPOptions sets the base plan's FSDP options on par, an fsdp or
-// hsdp layout.
+// hsdp layout (FSDP1's backward prefetch on an FSDP1 one).
 func withFSDPOptions(par *core.Parallelism, o *core.Parallelism) {
 	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.SyncStates, par.FSDPNoSync = o.FSDPVersion, o.NoReshard, o.ReshardTo, o.AdapterUnits, o.SyncEachBatch, o.SyncStates, o.FSDPNoSync
 	par.FSDPParamDType, par.FSDPReduceDType = o.FSDPParamDType, o.FSDPReduceDType
+	if par.FSDPVersion == 1 {
+		par.BackwardPrefetch = o.BackwardPrefetch
+	}
+}
+
+// withZeroSizes sets the base plan's ZeRO sizes on par, a ZeRO layout:
+// the reduce bucket at every stage, the stage-3 sizes at stage 3.
+func withZeroSizes(par *core.Parallelism, o *core.Parallelism) {
+	if par.Zero >= 1 {
+		par.ReduceBucketSize = o.ReduceBucketSize
+	}
+	if par.Zero == 3 {
+		par.PrefetchBucketSize, par.ParamPersistenceThreshold, par.MaxLiveParameters = o.PrefetchBucketSize, o.ParamPersistenceThreshold, o.MaxLiveParameters
+	}
 }
 
 // ReplacedLayout lists the settings of base's layout that a search

@@ -50,6 +50,7 @@ func (sp *Space) planInto(p *core.Plan, base *core.Plan, l layout) {
 	if par.FSDP {
 		withFSDPOptions(par, &sp.fsdpOptions)
 	}
+	withZeroSizes(par, &sp.fsdpOptions)
 	if l.ckpt < len(sp.ckpts) {
 		p.Checkpoint = sp.ckpts[l.ckpt] // parsed by defaults
 	} else {

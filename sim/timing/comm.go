@@ -484,7 +484,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 // the boundary.
 func (w *GpuWork) zeroReductionStream(plan *core.Plan, cc *commCtx, grad float64, gradBytes int64, kind, group string, window float64) (reduce, copies float64) {
 	g := replay.ZeROMicroSteps(plan)
-	bucket := plan.Precision.Params.Bytes(replay.ZeroReduceBucket)
+	bucket := plan.Precision.Params.Bytes(plan.ZeroSizes().ReduceBucket)
 	// Micro-steps 1 to g - 2 are alike: the first, one of them (counted
 	// g - 2 times) and the last stand for all.
 	type microSteps struct{ k, times int64 }

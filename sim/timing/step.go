@@ -248,7 +248,7 @@ func (w *GpuWork) SetZeROOffloadCopies(plan *core.Plan, n int64) {
 	}
 	par := plan.Parallel.Norm()
 	d := plan.Device
-	last := min(n, (replay.ZeroReduceBucket+par.DP*par.CP-1)/(par.DP*par.CP)) // this rank's share of the last bucket
+	last := min(n, (plan.ZeroSizes().ReduceBucket+par.DP*par.CP-1)/(par.DP*par.CP)) // this rank's share of the last bucket
 	w.gradCopy = PCIeSeconds(d, units.FP32.Bytes(n))
 	w.gradCopyLast = PCIeSeconds(d, units.FP32.Bytes(last))
 	w.accCopy = PCIeSeconds(d, plan.Precision.Params.Bytes(n))
