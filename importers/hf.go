@@ -484,6 +484,22 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	if fsdp {
 		args = append(args, kw("fsdp", num(version)))
 	}
+	// accelerate sets FSDP's mixed-precision policy from the Trainer's bf16
+	// or fp16: param_dtype and reduce_dtype both that dtype, FSDP1 and
+	// FSDP2 alike (AcceleratorState calls fsdp_plugin.set_mixed_precision,
+	// accelerate 1.16 state.py l.975-976; utils/dataclasses.py
+	// l.2008-2013). memsh's FSDP1 reduces in param_dtype already, and its
+	// param_dtype is the autocast dtype; FSDP2's reduce_dtype defaults to
+	// the gradients' dtype (torchtitan's fp32), so over fp32 weights the
+	// Trainer's is said.
+	if fsdp && version == 2 {
+		switch p.value("precision") {
+		case str("bf16-mixed"):
+			args = append(args, kw("reduce_dtype", str("bf16")))
+		case str("fp16-mixed"):
+			args = append(args, kw("reduce_dtype", str("fp16")))
+		}
+	}
 	// A PEFT model under FSDP is wrapped by peft's fsdp_auto_wrap_policy,
 	// every adapter a unit of its own (Trainer._fsdp_qlora_plugin_updates,
 	// transformers 4.57.1 trainer.py l.5577-5583); with quantized weights
@@ -572,6 +588,16 @@ func (p *plan) has(key string) bool {
 		}
 	}
 	return false
+}
+
+// value is the expression the plan sets train(key=) to; "" when unset.
+func (p *plan) value(key string) string {
+	for _, a := range p.train {
+		if a.key == key {
+			return a.expr
+		}
+	}
+	return ""
 }
 
 // quantized says whether the plan has quantized base weights under LoRA

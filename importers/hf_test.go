@@ -179,6 +179,14 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
 	}, {
+		name: "FSDP2 over fp32 weights: accelerate reduce-scatters in the Trainer's bf16 (its policy's reduce_dtype), not in fp32",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
+		opts: Options{GPUs: 8, Overrides: []string{"torch_dtype=float32", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=2"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reduce_dtype = "bf16"))`,
+	}, {
 		name: "TRL's SFTTrainer under transformers 4.x: non-reentrant, as it asks itself",
 		file: "hf/zephyr_sft_full.yaml",
 		step: hfStep(16, 1, 1, 2048),
