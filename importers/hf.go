@@ -452,28 +452,42 @@ func hfLayout(t *tree, o Options, p *plan) error {
 			opts = append(opts, s)
 		}
 	case bool:
-		if x {
-			return t.errorf("fsdp", "full_shard auto_wrap", "say which sharding")
+		release, major, err := hfTransformers(t)
+		if err != nil {
+			return err
+		}
+		if x && major == 4 {
+			return t.errorf("fsdp", "full_shard auto_wrap", "say which sharding (fsdp: true is transformers 5's, with memsh.transformers=%s)", release)
+		}
+		if x { // transformers 5: FSDP on, configured by fsdp_config (training_args.py 5.25.0 l.2903)
+			opts = []string{"full_shard", "auto_wrap"}
 		}
 	default:
 		return t.errorf("fsdp", "full_shard auto_wrap", "want options, got %s", describe(v))
 	}
-	version, err := t.integer("fsdp_config.fsdp_version", 1, 1, 2)
+	version, err := hfFSDPVersion(t)
 	if err != nil {
 		return err
 	}
-	fsdp, offload := false, false
+	fsdp, offload, keep := false, false, false
 	for _, opt := range opts {
 		switch opt {
 		case "full_shard":
 			fsdp = true
+		case "shard_grad_op": // parameters kept gathered from the forward to the backward
+			fsdp, keep = true, true
 		case "offload":
 			offload = true
 		case "auto_wrap":
-		case "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard":
-			return t.errorf("fsdp", "memsh replays full_shard", "%s is not modelled", quoteKey(opt))
+		case "hybrid_shard", "hybrid_shard_zero2", "no_shard":
+			return t.errorf("fsdp", "memsh replays full_shard and shard_grad_op", "%s is not modelled", quoteKey(opt))
 		default:
 			return t.errorf("fsdp", "full_shard, shard_grad_op, hybrid_shard, offload, auto_wrap", "unknown option %s", quoteKey(opt))
+		}
+	}
+	if fsdp {
+		if keep, err = hfReshardAfterForward(t, version, keep); err != nil {
+			return err
 		}
 	}
 	gpus := o.GPUs * o.Nodes
@@ -483,6 +497,9 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	args := []string{kw("dp", num(gpus))}
 	if fsdp {
 		args = append(args, kw("fsdp", num(version)))
+	}
+	if keep {
+		args = append(args, kw("reshard_after_forward", "False"))
 	}
 	// accelerate sets FSDP's mixed-precision policy from the Trainer's bf16
 	// or fp16: param_dtype and reduce_dtype both that dtype, FSDP1 and
@@ -625,6 +642,54 @@ func hfSyncModuleStates(t *tree) (bool, error) {
 	}
 	ram, err := t.boolean(hfFSDPKey(t, "cpu_ram_efficient_loading"), false)
 	return sync || ram, err
+}
+
+// hfFSDPVersion is the FSDP the Trainer asks accelerate for:
+// fsdp_config's version (or fsdp_version, its "fsdp_" prefix dropped), 2
+// unless set from transformers 5.10.0 (training_args.py 5.10.0 l.2736,
+// 5.25.0 l.2826; 5.9.0 l.2812 and earlier 5.x: 1), 1 under transformers
+// 4.x (accelerate's FullyShardedDataParallelPlugin default).
+func hfFSDPVersion(t *tree) (int64, error) {
+	release, major, err := hfTransformers(t)
+	if err != nil {
+		return 0, err
+	}
+	def := int64(2)
+	if major == 4 || release != "" && !atLeast(release, 5, 10) {
+		def = 1
+	}
+	return t.integer(hfFSDPKey(t, "version"), def, 1, 2)
+}
+
+// hfReshardAfterForward says whether FSDP keeps the parameters gathered
+// from the forward to the backward: transformers 5's fsdp_config
+// reshard_after_forward, for FSDP2 a bool (true unless set), for FSDP1
+// the sharding strategy ("full_shard" unless set; "shard_grad_op"
+// keeps them), which the legacy fsdp option sets only when the key is
+// absent (setdefault, training_args.py 5.25.0 l.2916-2932); legacy says
+// the fsdp option was shard_grad_op.
+func hfReshardAfterForward(t *tree, version int64, legacy bool) (bool, error) {
+	key := hfFSDPKey(t, "reshard_after_forward")
+	v, _ := t.get(key)
+	switch x := v.(type) {
+	case nil:
+		return legacy, nil
+	case bool:
+		if version == 1 {
+			return false, t.errorf(key, "full_shard or shard_grad_op", "FSDP1's reshard_after_forward is its sharding strategy, got %v", x)
+		}
+		return !x, nil
+	case string:
+		switch strings.ToLower(x) {
+		case "true", "full_shard", "1":
+			return false, nil
+		case "false", "shard_grad_op", "2":
+			return true, nil
+		case "hybrid_shard", "hybrid_shard_zero2", "no_shard":
+			return false, t.errorf(key, "full_shard or shard_grad_op", "sharding strategy %s is not modelled", quoteKey(x))
+		}
+	}
+	return false, t.errorf(key, "true or false (FSDP2), full_shard or shard_grad_op (FSDP1)", "want a sharding, got %s", describe(v))
 }
 
 // hfFSDPKey is the key the Trainer reads fsdp_config's name from: the key

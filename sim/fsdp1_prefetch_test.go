@@ -14,6 +14,7 @@ import (
 type fsdp1Prefetch struct {
 	BackwardPrefetch string `json:"backward_prefetch"`
 	Checkpoint       string
+	ShardingStrategy string `json:"sharding_strategy"`
 	DP, Batch, Seq   int64
 	Model            struct {
 		Dim, Layers, Heads int64
@@ -57,7 +58,9 @@ func fsdp1Events(tr *replay.Trace) []string {
 // reduce-scatters its units through a steady step, under each
 // backward_prefetch (tools/oracle/fsdp1_prefetch.py: a tiny torchtitan
 // Llama, 3 layers, each block a unit, on a fake process group of 4
-// ranks; without and with full checkpointing):
+// ranks; without and with full checkpointing, and under SHARD_GRAD_OP,
+// parallel(reshard_after_forward=False), whose units stay gathered from
+// the forward to their backward in every mode):
 //   - "pre" (BACKWARD_PRE): layers.1 is gathered before layers.2's
 //     backward runs, so two layers are unsharded at once (with the root);
 //   - "post" (BACKWARD_POST): layers.2 reshards, layers.1 is gathered,
@@ -72,12 +75,12 @@ func fsdp1Events(tr *replay.Trace) []string {
 // 15,627,776 B; "post" 16,608,256 B).
 func TestFSDP1BackwardPrefetchAsTorch(t *testing.T) {
 	cases := readJSONL[fsdp1Prefetch](t, "fsdp1_prefetch.jsonl")
-	if len(cases) != 6 {
-		t.Fatalf("%d cases in testdata/fsdp1_prefetch.jsonl, want 3 modes x 2 checkpointings", len(cases))
+	if len(cases) != 9 {
+		t.Fatalf("%d cases in testdata/fsdp1_prefetch.jsonl, want 3 modes x (2 checkpointings + SHARD_GRAD_OP)", len(cases))
 	}
 	peaks, unit := map[string]int64{}, int64(0)
 	for _, c := range cases {
-		live := fsdpLive{DP: c.DP, TP: 1, ReshardAfterForward: true, Checkpoint: c.Checkpoint, Mixed: true, Batch: c.Batch, Seq: c.Seq}
+		live := fsdpLive{DP: c.DP, TP: 1, ReshardAfterForward: c.ShardingStrategy != "shard_grad_op", Checkpoint: c.Checkpoint, Mixed: true, Batch: c.Batch, Seq: c.Seq}
 		live.Model = c.Model
 		p := fsdpLivePlan(t, &live)
 		p.Parallel.FSDPVersion, p.Parallel.BackwardPrefetch = 1, c.BackwardPrefetch
@@ -86,9 +89,9 @@ func TestFSDP1BackwardPrefetchAsTorch(t *testing.T) {
 			t.Fatalf("%s, checkpoint %s: %v", c.BackwardPrefetch, c.Checkpoint, err)
 		}
 		if diff := cmp.Diff(c.Events, fsdp1Events(r.Trace)); diff != "" {
-			t.Errorf("backward_prefetch %s, checkpoint %s: FSDP1's unit events differ from torch %s (-torch +memsh):\n%s", c.BackwardPrefetch, c.Checkpoint, c.Torch, diff)
+			t.Errorf("backward_prefetch %s, checkpoint %s, %s: FSDP1's unit events differ from torch %s (-torch +memsh):\n%s", c.BackwardPrefetch, c.Checkpoint, c.ShardingStrategy, c.Torch, diff)
 		}
-		if c.Checkpoint == "none" {
+		if c.Checkpoint == "none" && c.ShardingStrategy == "full_shard" {
 			peaks[c.BackwardPrefetch] = r.PeakAllocated
 			for _, e := range r.Trace.Events {
 				if e.Tensor == "layers.1 unsharded flat parameter" {

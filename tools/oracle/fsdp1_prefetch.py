@@ -8,7 +8,8 @@ The model is fsdp_live.py's tiny torchtitan Llama (dim 256, 8 heads, 4 KV heads,
 layers, batch 2 x 64, on a fake process group of 4 ranks (torch.testing._internal.distributed.fake_pg: no collective
 runs, every buffer has its real shape). FullyShardedDataParallel wraps each block (ModuleWrapPolicy) and the root,
 use_orig_params=True, MixedPrecision(param_dtype=bf16, reduce_dtype=fp32); with "full" each block runs under
-checkpoint_wrapper (non-reentrant), applied before the wrap as Lightning and accelerate do.
+checkpoint_wrapper (non-reentrant), applied before the wrap as Lightning and accelerate do. Sharding FULL_SHARD, and
+SHARD_GRAD_OP (the parameters kept gathered from the forward to the backward) without checkpointing.
 
 What is recorded: torch.distributed.fsdp._runtime_utils's _unshard, _reshard and _reduce_grad are wrapped; an
 unshard or reshard is recorded when it changes the size of the unit's padded unsharded FlatParameter storage
@@ -21,7 +22,7 @@ import sys
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel as FSDP, MixedPrecision
+from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel as FSDP, MixedPrecision, ShardingStrategy
 from torch.distributed.fsdp import _runtime_utils as ru
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -31,6 +32,7 @@ import fsdp_live
 MODEL = dict(fsdp_live.MODEL, layers=3)
 BATCH, SEQ, DP = 2, 64, 4
 MODES = {"pre": BackwardPrefetch.BACKWARD_PRE, "post": BackwardPrefetch.BACKWARD_POST, "none": None}
+STRATEGIES = {"full_shard": ShardingStrategy.FULL_SHARD, "shard_grad_op": ShardingStrategy.SHARD_GRAD_OP}
 
 events, names, phase = [], {}, ["forward"]
 
@@ -65,14 +67,14 @@ ru._reshard = record(ru._reshard, "reshard")
 ru._reduce_grad = reduce_grad(ru._reduce_grad)
 
 
-def run(mode, ckpt):
+def run(mode, ckpt, strategy):
     torch.manual_seed(0)
     model = fsdp_live.Transformer(MODEL, SEQ)
     if ckpt == "full":
         for k, block in list(model.layers.items()):
             model.layers[k] = checkpoint_wrapper(block, preserve_rng_state=False)
     model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({fsdp_live.Block}), device_id=torch.device("cpu"),
-                 backward_prefetch=MODES[mode], use_orig_params=True,
+                 backward_prefetch=MODES[mode], sharding_strategy=STRATEGIES[strategy], use_orig_params=True,
                  mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
     names.clear()
     for name, m in model.named_modules():
@@ -95,10 +97,10 @@ def run(mode, ckpt):
 
 def main():
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=DP)
-    for ckpt in ["none", "full"]:
+    for strategy, ckpt in [("full_shard", "none"), ("full_shard", "full"), ("shard_grad_op", "none")]:
         for mode in MODES:
-            print(json.dumps({"backward_prefetch": mode, "checkpoint": ckpt, "dp": DP, "batch": BATCH, "seq": SEQ,
-                              "model": MODEL, "events": run(mode, ckpt), "torch": torch.__version__}))
+            print(json.dumps({"backward_prefetch": mode, "checkpoint": ckpt, "sharding_strategy": strategy, "dp": DP, "batch": BATCH,
+                              "seq": SEQ, "model": MODEL, "events": run(mode, ckpt, strategy), "torch": torch.__version__}))
     sys.stdout.flush()
 
 
