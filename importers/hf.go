@@ -116,6 +116,10 @@ func hfPlan(t *tree, o Options) (*plan, error) { return hfPlanAs(t, o, trlRun) }
 // hfPlanAs is hfPlan for a trainer that runs as run says.
 func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	p := &plan{}
+	o, err := hfAccelerate(t, o)
+	if err != nil {
+		return nil, err
+	}
 	if err := hfModel(t, o, p, run); err != nil {
 		return nil, err
 	}
@@ -486,6 +490,13 @@ func hfLayout(t *tree, o Options, p *plan) error {
 		}
 	}
 	if fsdp {
+		// fsdp_config's cpu_offload, which the legacy offload option sets
+		// (training_args.py 5.25.0 l.2830-2831)
+		on, err := t.boolean(hfFSDPKey(t, "cpu_offload"), false)
+		if err != nil {
+			return err
+		}
+		offload = offload || on
 		if keep, err = hfReshardAfterForward(t, version, keep); err != nil {
 			return err
 		}
