@@ -14,7 +14,7 @@ import (
 // be given.
 var hfTrainer = &trainer{
 	name:  "hf",
-	about: "Hugging Face TrainingArguments or TRL SFTConfig (JSON or YAML) with the model's config.json: per-device batch, gradient accumulation, bf16/fp16 and the model's dtype, gradient checkpointing, optim, max_length and packing, LoRA/QLoRA (TRL's ModelConfig), FSDP",
+	about: "Hugging Face TrainingArguments or TRL SFTConfig (JSON or YAML) with the model's config.json: per-device batch, gradient accumulation, bf16/fp16 and the model's dtype, gradient checkpointing, optim, max_length and packing, LoRA/QLoRA (TRL's ModelConfig), FSDP, the accelerate config it is launched with (accelerate_config=)",
 	exts:  []string{".json", ".yaml", ".yml"},
 	parse: parseHF,
 	detect: func(t *tree) bool {

@@ -134,7 +134,7 @@ func hfAccelerateGPUs(a *tree, o Options, kind string) (Options, error) {
 		o.GPUs, o.Nodes = per, machines
 	case o.GPUs != per || o.Nodes != machines:
 		return o, a.errorf("num_processes", "leave --gpus and --nodes out, or give the same counts (--gpus is the GPUs a node)",
-			"%d processes on %d machines (%d a machine) disagree with --gpus %d --nodes %d", procs, machines, per, o.GPUs, o.Nodes)
+			"%d over num_machines %d (%d GPUs a machine) disagrees with --gpus %d --nodes %d", procs, machines, per, o.GPUs, o.Nodes)
 	}
 	return o, nil
 }

@@ -22,10 +22,10 @@ func accelerateFiles(name string) ([]byte, error) {
 func TestHFAccelerate(t *testing.T) {
 	const forward = "accelerate_config.fsdp_config.fsdp_forward_prefetch: FSDP1's forward prefetch: the next unit's all-gather issued in the forward"
 	runImportCases(t, []importCase{{
-		name: "alignment-handbook's fsdp.yaml: FSDP1 (the launcher's default version), FULL_SHARD, BACKWARD_PRE on 8 GPUs",
-		file: "hf/zephyr_sft_full.yaml",
-		step: hfStep(16, 1, 8, 2048),
-		opts: Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml"}, ReadFile: accelerateFiles},
+		name:        "alignment-handbook's fsdp.yaml: FSDP1 (the launcher's default version), FULL_SHARD, BACKWARD_PRE on 8 GPUs",
+		file:        "hf/zephyr_sft_full.yaml",
+		step:        hfStep(16, 1, 8, 2048),
+		opts:        Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml"}, ReadFile: accelerateFiles},
 		notModelled: []string{forward},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
@@ -111,7 +111,7 @@ func TestHFAccelerateErrors(t *testing.T) {
 		{name: "processes that do not divide over the machines", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=odd.yaml"},
 			want: "odd.yaml:3: key num_processes: 9 processes do not divide over 2 machines", wantHint: "a multiple of num_machines"},
 		{name: "--gpus at odds with num_processes", file: "args.json", config: args + `}`, opts: Options{ReadFile: read, GPUs: 4}, overrides: []string{"accelerate_config=multi_gpu.yml"},
-			want: "multi_gpu.yml:2: key num_processes: 8 processes on 1 machines (8 a machine) disagree with --gpus 4 --nodes 1", wantHint: "leave --gpus and --nodes out"},
+			want: "multi_gpu.yml:2: key num_processes: 8 over num_machines 1 (8 GPUs a machine) disagrees with --gpus 4 --nodes 1", wantHint: "leave --gpus and --nodes out"},
 		{name: "a sharding strategy memsh does not replay", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=hybrid.yaml"},
 			want: "hybrid.yaml:4: key fsdp_config.fsdp_sharding_strategy: sharding strategy HYBRID_SHARD is not modelled", wantHint: "FULL_SHARD or SHARD_GRAD_OP"},
 		{name: "cpu_ram_efficient_loading (true unless set) without sync_module_states", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=ram.yaml"},

@@ -105,7 +105,7 @@ func (e *env) cmdCheck(operands []string) error {
 	opts := importers.Options{
 		Trainer: c.trainer, Function: c.function, Seq: f.seq, GPU: f.gpu, GPUs: f.gpus, Nodes: c.nodes, Top: f.top,
 		Headroom: c.headroom.frac, Getenv: e.getenv, Overrides: operands[1:],
-		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed config), inside its folder
+		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed or accelerate config), inside its folder
 			return readNamedConfig(filepath.Dir(operands[0]), name)
 		},
 	}
