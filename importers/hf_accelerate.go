@@ -18,9 +18,11 @@ import (
 // FullyShardedDataParallelPlugin.__post_init__ l.1702-1870;
 // transformers 5.25.0 training_args.py l.1614-1618 and
 // _process_fsdp_args l.2775-2885). What the YAML decides is written
-// into the Trainer's keys (bf16, fsdp, fsdp_config.*), so hfLayout and its
-// helpers read it as they read the Trainer's; the GPUs it launches replace
-// o's. The YAML's keys are listed as accelerate_config.KEY.
+// into the Trainer's keys (bf16, fsdp, fsdp_config.*, an inline
+// deepspeed.*), so hfLayout, hfDeepSpeed and their helpers read it as they
+// read the Trainer's; the GPUs it launches replace o's. The YAML's keys
+// are listed as accelerate_config.KEY; accelerate_config.KEY=value on the
+// command line replaces one, as accelerate launch's --KEY does.
 func hfAccelerate(t *tree, o Options) (Options, error) {
 	v, _ := t.get("accelerate_config")
 	if v == nil {
@@ -41,6 +43,11 @@ func hfAccelerate(t *tree, o Options) (Options, error) {
 	if err != nil {
 		return o, err
 	}
+	for k, l := range t.leaves { // accelerate_config.KEY=value: the launch command's --KEY, which wins over the file's
+		if sub, ok := strings.CutPrefix(k, "accelerate_config."); ok && l.override {
+			a.leaves[sub] = l
+		}
+	}
 	env, err := a.str("compute_environment", "LOCAL_MACHINE")
 	if err != nil {
 		return o, err
@@ -58,10 +65,7 @@ func hfAccelerate(t *tree, o Options) (Options, error) {
 		return o, err
 	}
 	switch kind {
-	case "NO", "MULTI_GPU", "FSDP":
-	case "DEEPSPEED":
-		return o, a.errorf("distributed_type", "name the DeepSpeed config in the Trainer's arguments: deepspeed=ds_config.json",
-			"DEEPSPEED from the accelerate config is not modelled yet")
+	case "NO", "MULTI_GPU", "FSDP", "DEEPSPEED":
 	case "":
 		return o, a.errorf("distributed_type", "NO, MULTI_GPU, FSDP or DEEPSPEED", "missing: accelerate's ClusterConfig requires it")
 	default:
@@ -70,13 +74,18 @@ func hfAccelerate(t *tree, o Options) (Options, error) {
 	if o, err = hfAccelerateGPUs(a, o, kind); err != nil {
 		return o, err
 	}
-	if err := hfAccelerateMixedPrecision(t, a); err != nil {
+	mp, err := hfAccelerateMixedPrecision(t, a, kind)
+	if err != nil {
 		return o, err
 	}
-	if kind == "FSDP" {
-		if err := hfAccelerateFSDP(t, a); err != nil {
-			return o, err
-		}
+	switch kind {
+	case "FSDP":
+		err = hfAccelerateFSDP(t, a)
+	case "DEEPSPEED":
+		err = hfAccelerateDeepSpeed(t, a, o, mp)
+	}
+	if err != nil {
+		return o, err
 	}
 	if backend, err := a.str("dynamo_config.dynamo_backend", "NO"); err != nil {
 		return o, err
@@ -133,7 +142,8 @@ func hfAccelerateGPUs(a *tree, o Options, kind string) (Options, error) {
 	case o.GPUs == 1 && o.Nodes == 1:
 		o.GPUs, o.Nodes = per, machines
 	case o.GPUs != per || o.Nodes != machines:
-		return o, a.errorf("num_processes", "leave --gpus and --nodes out, or give the same counts (--gpus is the GPUs a node)",
+		return o, a.errorf("num_processes", "leave --gpus and --nodes out, give the same counts (--gpus is the GPUs a node), "+
+			"or say accelerate launch's --num_processes: accelerate_config.num_processes=N",
 			"%d over num_machines %d (%d GPUs a machine) disagrees with --gpus %d --nodes %d", procs, machines, per, o.GPUs, o.Nodes)
 	}
 	return o, nil
@@ -145,30 +155,41 @@ func hfAccelerateGPUs(a *tree, o Options, kind string) (Options, error) {
 // (TrainingArguments.__post_init__, transformers 5.25.0 l.1614-1618; the
 // Accelerator takes args.mixed_precision, trainer.py l.744). Neither
 // refuses a disagreement: the Trainer's wins.
-func hfAccelerateMixedPrecision(t, a *tree) error {
+//
+// Under DeepSpeed the Trainer's own bf16 and fp16 stay as they are (its
+// DeepSpeed config is checked against them, not against mixed_precision):
+// the mixed precision returned is what the plugin's set_mixed_precision
+// is given (hfAccelerateDeepSpeed).
+func hfAccelerateMixedPrecision(t, a *tree, kind string) (string, error) {
 	mp, err := a.str("mixed_precision", "no")
 	if err != nil {
-		return err
+		return "", err
 	}
 	switch strings.ToLower(mp) {
 	case "no", "bf16", "fp16":
 	case "fp8":
-		return a.errorf("mixed_precision", "bf16, fp16 or no (memsh models float8 as train(float8=...))", "accelerate's fp8 mixed precision is not modelled")
+		return "", a.errorf("mixed_precision", "bf16, fp16 or no (memsh models float8 as train(float8=...))", "accelerate's fp8 mixed precision is not modelled")
 	default:
-		return a.errorf("mixed_precision", "no, fp16, bf16 or fp8", "unknown mixed precision %s", quoteKey(mp))
+		return "", a.errorf("mixed_precision", "no, fp16, bf16 or fp8", "unknown mixed precision %s", quoteKey(mp))
 	}
 	bf16, err := t.boolean("bf16", false)
 	if err != nil {
-		return err
+		return "", err
 	}
 	fp16, err := t.boolean("fp16", false)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if mp = strings.ToLower(mp); mp != "no" && !bf16 && !fp16 {
+	mp = strings.ToLower(mp)
+	switch {
+	case fp16:
+		return "fp16", nil
+	case bf16:
+		return "bf16", nil
+	case mp != "no" && kind != "DEEPSPEED":
 		hfAccelerateSet(t, mp, true, "mixed_precision")
 	}
-	return nil
+	return mp, nil
 }
 
 // hfAccelerateSet makes the Trainer read key as v, which the accelerate
@@ -191,7 +212,7 @@ func hfAccelerateMerge(t, a *tree, kind string) {
 		key := "accelerate_config." + k
 		t.leaves[key] = leaf{value: l.value}
 		if a.used[k] || matchAny(k, hfAccelerateNoEffect) ||
-			kind != "FSDP" && strings.HasPrefix(k, "fsdp_config.") || strings.HasPrefix(k, "deepspeed_config.") ||
+			kind != "FSDP" && strings.HasPrefix(k, "fsdp_config.") || kind != "DEEPSPEED" && strings.HasPrefix(k, "deepspeed_config.") ||
 			strings.HasPrefix(k, "megatron_lm_config.") {
 			t.used[key] = true
 		}
@@ -209,6 +230,10 @@ var hfAccelerateNoEffect = append([]string{
 	"main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "tpu_name",
 	"tpu_zone", "tpu_vm", "command_file", "commands", "mpirun_config.*", "dynamo_config.dynamo_mode",
 	"dynamo_config.dynamo_use_fullgraph", "dynamo_config.dynamo_use_dynamic", "dynamo_config.dynamo_use_regional_compilation",
+	// DeepSpeed's launcher, zero.Init at load time, what is saved, where NVMe lies
+	"deepspeed_config.deepspeed_multinode_launcher", "deepspeed_config.deepspeed_hostfile", "deepspeed_config.deepspeed_exclusion_filter",
+	"deepspeed_config.deepspeed_inclusion_filter", "deepspeed_config.zero3_init_flag", "deepspeed_config.zero3_save_16bit_model",
+	"deepspeed_config.offload_optimizer_nvme_path", "deepspeed_config.offload_param_nvme_path",
 }, hfAccelerateFSDPKeys(
 	// saving, or a field FSDP2 drops (use_orig_params) or the launcher
 	// never exports (limit_all_gathers, and backward_prefetch_policy, the
@@ -405,4 +430,186 @@ func hfAccelerateFSDPUnmodelled(t, a *tree, trainer bool, version int64) error {
 		return a.errorf(wrapKey, "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP", "unknown wrap policy %s", quoteKey(wrap))
 	}
 	return nil
+}
+
+// hfAccelerateDeepSpeedFields maps the accelerate config's deepspeed_config
+// keys to the DeepSpeed config's (DeepSpeedPlugin.__post_init__'s
+// plugin_to_config_mapping, accelerate 1.16 utils/dataclasses.py
+// l.1177-1186), in a fixed order.
+var hfAccelerateDeepSpeedFields = [][2]string{
+	{"gradient_accumulation_steps", "gradient_accumulation_steps"},
+	{"gradient_clipping", "gradient_clipping"},
+	{"zero_stage", "zero_optimization.stage"},
+	{"offload_optimizer_device", "zero_optimization.offload_optimizer.device"},
+	{"offload_param_device", "zero_optimization.offload_param.device"},
+}
+
+// hfAccelerateDeepSpeed is distributed_type DEEPSPEED: the DeepSpeed
+// config the Trainer then fills as it fills its own deepspeed= config
+// (hfDeepSpeed), written inline under the Trainer's deepspeed. keys.
+// With the Trainer's own deepspeed, that config: the accelerate config's
+// deepspeed_config fills only its "auto" stage and offloads, which memsh
+// does not read (listed). Without it, accelerate's DeepSpeedPlugin builds
+// it from the launcher's variables (utils/dataclasses.py l.1131-1240):
+// deepspeed_config_file's (its gradient_accumulation_steps 1 when absent,
+// its "auto" fields filled from the accelerate config's, which may name
+// none of mixed_precision, zero_stage, the offloads, accumulation or
+// clipping beside it: _deepspeed_config_checks), else one made of
+// zero_stage (2 unless set), offload_optimizer_device and
+// offload_param_device ("none"), gradient_accumulation_steps and
+// gradient_clipping ("auto" unless set), with "auto" batch sizes. Then
+// set_mixed_precision (l.1301-1325) adds an enabled bf16 or fp16 section
+// for the mixed precision where the config has none, refuses the other
+// enabled, and says the absent one disabled; the Trainer's
+// trainer_config_process fills the rest and refuses what disagrees with
+// its own bf16 and fp16 (transformers 5.25.0 integrations/deepspeed.py
+// l.138-192), as hfDeepSpeed does.
+func hfAccelerateDeepSpeed(t, a *tree, o Options, mp string) error {
+	if v, _ := t.get("fsdp"); v != nil && v != "" && v != false {
+		return a.errorf("distributed_type", "the Trainer runs one of them: drop the Trainer's fsdp, or launch with an FSDP config", "DEEPSPEED, and the Trainer's fsdp is set")
+	}
+	if v, _ := t.get("deepspeed"); v != nil {
+		for _, f := range hfAccelerateDeepSpeedFields {
+			a.notModelledIf("deepspeed_config."+f[0], "fills only an \"auto\" value of the Trainer's DeepSpeed config, which memsh reads as its own")
+		}
+		a.notModelledIf("deepspeed_config.deepspeed_config_file", "the Trainer's deepspeed config is the one DeepSpeed runs")
+		return nil
+	}
+	for k := range t.leaves {
+		if strings.HasPrefix(k, "deepspeed.") {
+			return t.errorf(k, "give the DeepSpeed config in one place: the accelerate config's, or the Trainer's deepspeed", "an inline DeepSpeed config beside an accelerate DEEPSPEED config")
+		}
+	}
+	ds := map[string]any{}
+	src := map[string]string{} // the accelerate config's key each DeepSpeed key comes from
+	file, err := a.str("deepspeed_config.deepspeed_config_file", "")
+	if err != nil {
+		return err
+	}
+	fields := map[string]any{}
+	for _, f := range hfAccelerateDeepSpeedFields {
+		if v, _ := a.get("deepspeed_config." + f[0]); v != nil {
+			fields[f[1]] = v
+			src[f[1]] = "deepspeed_config." + f[0]
+		}
+	}
+	if file != "" {
+		if err := hfAccelerateDeepSpeedFile(a, o, file, ds, fields, src); err != nil {
+			return err
+		}
+	} else {
+		ds["train_batch_size"], ds["train_micro_batch_size_per_gpu"] = "auto", "auto"
+		ds["gradient_accumulation_steps"] = "auto"
+		ds["zero_optimization.stage"] = int64(2)
+		ds["zero_optimization.offload_optimizer.device"], ds["zero_optimization.offload_param.device"] = "none", "none"
+		for k, v := range fields {
+			ds[k] = v
+		}
+		if clip, ok := fields["gradient_clipping"]; ok {
+			want := 1.0 // TrainingArguments' max_grad_norm
+			if v, _ := t.get("max_grad_norm"); v != nil {
+				f, ok := toFloat(v)
+				if !ok {
+					return t.errorf("max_grad_norm", "", "want a number, got %s", describe(v))
+				}
+				want = f
+			}
+			if f, ok := toFloat(clip); !ok || f != want {
+				return a.errorf("deepspeed_config.gradient_clipping", "the Trainer refuses the mismatch: drop it, or set max_grad_norm the same",
+					"%s, and the Trainer's max_grad_norm %v", describe(clip), want)
+			}
+		}
+	}
+	from := a // where the mixed precision comes from: the Trainer's bf16 or fp16, else the accelerate config's
+	key := "mixed_precision"
+	for _, k := range []string{"fp16", "bf16"} {
+		if on, _ := t.boolean(k, false); on && mp == k {
+			from, key = t, k
+		}
+	}
+	if other := hfAccelerateDeepSpeedPrecision(ds, mp); other != "" {
+		return from.errorf(key, "the same precision in both, or auto in the DeepSpeed config",
+			"%s, and the DeepSpeed config enables %s: accelerate refuses it (set_mixed_precision)", mp, other)
+	}
+	t.from["deepspeed"] = "accelerate_config" // the Trainer's DeepSpeed errors name the accelerate config
+	for k, v := range ds {
+		t.leaves["deepspeed."+k] = leaf{value: v}
+		if s, ok := src[k]; ok {
+			t.from["deepspeed."+k] = "accelerate_config." + s
+		}
+	}
+	return nil
+}
+
+// hfAccelerateDeepSpeedFile reads deepspeed_config_file into ds, as the
+// plugin does, through the confined reader (the path from the Trainer
+// config's folder).
+func hfAccelerateDeepSpeedFile(a *tree, o Options, file string, ds, fields map[string]any, src map[string]string) error {
+	const key = "deepspeed_config.deepspeed_config_file"
+	names := make([]string, 0, len(fields))
+	for _, f := range hfAccelerateDeepSpeedFields {
+		if _, ok := fields[f[1]]; ok {
+			names = append(names, f[0])
+		}
+	}
+	if _, ok := a.leaves["mixed_precision"]; ok {
+		names = append(names, "mixed_precision")
+	}
+	if len(names) > 0 { // utils/dataclasses.py l.1386-1411
+		return a.errorf(key, "say them in the DeepSpeed config file, and drop them from the accelerate config",
+			"set with %s: accelerate refuses them beside a DeepSpeed config file", strings.Join(names, ", "))
+	}
+	data, err := o.ReadFile(file)
+	if err != nil {
+		return a.errorf(key, "the path is read from the Trainer config's folder", "cannot read the DeepSpeed config: %v", err)
+	}
+	d, err := parseJSON(file, data)
+	if err != nil {
+		return err
+	}
+	zero := false
+	for k, l := range d.leaves {
+		ds[k] = l.value
+		zero = zero || strings.HasPrefix(k, "zero_optimization.")
+	}
+	if !zero {
+		return a.errorf(key, "give it a zero_optimization section", "%s has no zero_optimization: accelerate's DeepSpeedPlugin refuses it", file)
+	}
+	if _, ok := ds["gradient_accumulation_steps"]; !ok {
+		ds["gradient_accumulation_steps"] = int64(1)
+		src["gradient_accumulation_steps"] = key
+	}
+	return nil
+}
+
+// hfAccelerateDeepSpeedPrecision is DeepSpeedPlugin.set_mixed_precision
+// (accelerate 1.16 utils/dataclasses.py l.1301-1325) on the DeepSpeed
+// config ds; the other dtype when ds enables it, which accelerate refuses.
+func hfAccelerateDeepSpeedPrecision(ds map[string]any, mp string) string {
+	section := func(dtype string) bool {
+		for k := range ds {
+			if strings.HasPrefix(k, dtype+".") {
+				return true
+			}
+		}
+		return false
+	}
+	if mp != "no" {
+		if !section(mp) {
+			ds[mp+".enabled"] = true
+		}
+		other := map[string]string{"bf16": "fp16", "fp16": "bf16"}[mp]
+		if strings.EqualFold(fmt.Sprint(ds[other+".enabled"]), "true") {
+			return other
+		}
+	}
+	for _, dtype := range []string{"fp16", "bf16"} {
+		if !section(dtype) {
+			ds[dtype+".enabled"] = false
+		}
+		if ds[dtype+".enabled"] == "auto" {
+			ds[dtype+".enabled"] = mp == dtype
+		}
+	}
+	return ""
 }

@@ -20,6 +20,7 @@ func accelerateFiles(name string) ([]byte, error) {
 // fp16, FSDP from the launcher's variables where the Trainer's fsdp is
 // unset, and the Trainer's plugin fields where it is set.
 func TestHFAccelerate(t *testing.T) {
+	const sizes = "ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)"
 	const forward = "accelerate_config.fsdp_config.fsdp_forward_prefetch: FSDP1's forward prefetch: the next unit's all-gather issued in the forward"
 	runImportCases(t, []importCase{{
 		name:        "alignment-handbook's fsdp.yaml: FSDP1 (the launcher's default version), FULL_SHARD, BACKWARD_PRE on 8 GPUs",
@@ -80,6 +81,44 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+	}, {
+		name: "alignment-handbook's deepspeed_zero3.yaml with launch's --num_processes 8: ZeRO-3, optimizer and parameters on the CPU, bf16",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
+		opts: Options{Overrides: []string{"accelerate_config=handbook_deepspeed_zero3.yaml", "accelerate_config.num_processes=8"}, ReadFile: accelerateFiles},
+		notModelled: []string{
+			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "cpu", params = "cpu"))`,
+	}, {
+		name: "the same without zero_stage and the offloads: the plugin's ZeRO-2",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
+		opts: Options{GPUs: 8, Overrides: []string{"accelerate_config=handbook_deepspeed_zero3.yaml", "accelerate_config.num_processes=8",
+			"accelerate_config.deepspeed_config.zero_stage=null", "accelerate_config.deepspeed_config.offload_optimizer_device=null",
+			"accelerate_config.deepspeed_config.offload_param_device=null"}, ReadFile: accelerateFiles},
+		notModelled: []string{"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)"},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2))`,
+	}, {
+		name:    "LLaMA-Factory's ds_multi_nodes.yaml: its deepspeed_config_file (ZeRO-3 offload, auto sizes), 16 processes",
+		file:    "hf/zephyr_sft_full.yaml",
+		step:    hfStep(16, 1, 16, 2048),
+		opts:    Options{Overrides: []string{"accelerate_config=llamafactory_ds_multi_nodes.yaml"}, ReadFile: accelerateFiles},
+		unknown: []string{"deepspeed.comms_config.verbose", "deepspeed.monitor_config.csv_monitor.enabled", "deepspeed.monitor_config.enabled", "deepspeed.monitor_config.tag"},
+		notModelled: []string{
+			"deepspeed.zero_optimization.stage3_max_reuse_distance: " + sizes,
+			"deepspeed.zero_optimization.sub_group_size: " + sizes,
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3, reduce_bucket_size = "auto",
+             stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 1000000000), offload = offload(optimizer = "cpu", params = "cpu"))`,
 	}})
 }
 
@@ -88,7 +127,12 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 func TestHFAccelerateErrors(t *testing.T) {
 	const args = `{"per_device_train_batch_size": 4, "bf16": true, "gradient_checkpointing": true, "model_name_or_path": "mistralai/Mistral-7B-v0.1", "max_length": 512`
 	files := map[string]string{
-		"ds.yaml":       "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  zero_stage: 3\n",
+		"ds.yaml":       "distributed_type: DEEPSPEED\nnum_processes: 8\nmixed_precision: bf16\ndeepspeed_config:\n  zero_stage: 3\n  gradient_clipping: 0.5\n",
+		"dsfile.yaml":   "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n  zero_stage: 3\n",
+		"dsfp16.yaml":   "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: fp16.json\n",
+		"dsnozero.yaml": "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  deepspeed_config_file: nozero.json\n",
+		"fp16.json":     `{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}`,
+		"nozero.json":   `{"bf16": {"enabled": "auto"}}`,
 		"odd.yaml":      "distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 9\n",
 		"hybrid.yaml":   "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n",
 		"ram.yaml":      "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sync_module_states: false\n",
@@ -106,8 +150,19 @@ func TestHFAccelerateErrors(t *testing.T) {
 	}
 	o := Options{ReadFile: read}
 	runErrorCases(t, []errorCase{
-		{name: "DeepSpeed from the accelerate config", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=ds.yaml"},
-			want: "ds.yaml:1: key distributed_type: DEEPSPEED from the accelerate config is not modelled yet", wantHint: "deepspeed=ds_config.json"},
+		{name: "DeepSpeed's gradient_clipping at odds with max_grad_norm", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=ds.yaml"},
+			want: "ds.yaml:6: key deepspeed_config.gradient_clipping: 0.5, and the Trainer's max_grad_norm 1", wantHint: "the Trainer refuses the mismatch"},
+		{name: "DeepSpeed in bf16 from the accelerate config, the Trainer's bf16 false", file: "args.json", config: args + `}`, opts: o,
+			overrides: []string{"accelerate_config=ds.yaml", "bf16=false", "max_grad_norm=0.5"},
+			want:      "command line: key accelerate_config: its bf16.enabled is true, the Trainer's bf16 false", wantHint: "the Trainer refuses the mismatch"},
+		{name: "a DeepSpeed config file beside zero_stage", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=dsfile.yaml"},
+			want: "dsfile.yaml:4: key deepspeed_config.deepspeed_config_file: set with zero_stage: accelerate refuses them beside a DeepSpeed config file", wantHint: "say them in the DeepSpeed config file"},
+		{name: "the Trainer's bf16 over a DeepSpeed config enabling fp16", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=dsfp16.yaml"},
+			want: "args.json: key bf16: bf16, and the DeepSpeed config enables fp16: accelerate refuses it (set_mixed_precision)", wantHint: "auto in the DeepSpeed config"},
+		{name: "a DeepSpeed config file without zero_optimization", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=dsnozero.yaml"},
+			want: "dsnozero.yaml:4: key deepspeed_config.deepspeed_config_file: nozero.json has no zero_optimization: accelerate's DeepSpeedPlugin refuses it", wantHint: "zero_optimization section"},
+		{name: "DEEPSPEED with the Trainer's fsdp", file: "args.json", config: args + `, "fsdp": "full_shard"}`, opts: o, overrides: []string{"accelerate_config=ds.yaml"},
+			want: "ds.yaml:1: key distributed_type: DEEPSPEED, and the Trainer's fsdp is set", wantHint: "drop the Trainer's fsdp"},
 		{name: "processes that do not divide over the machines", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=odd.yaml"},
 			want: "odd.yaml:3: key num_processes: 9 processes do not divide over 2 machines", wantHint: "a multiple of num_machines"},
 		{name: "--gpus at odds with num_processes", file: "args.json", config: args + `}`, opts: Options{ReadFile: read, GPUs: 4}, overrides: []string{"accelerate_config=multi_gpu.yml"},

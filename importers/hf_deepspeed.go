@@ -11,8 +11,7 @@ func hfDeepSpeedConfig(t *tree, o Options) (*tree, error) {
 		d := newTree("deepspeed")
 		for k, l := range t.leaves {
 			if sub, ok := strings.CutPrefix(k, "deepspeed."); ok {
-				d.leaves[sub] = l
-				t.used[k] = true
+				d.leaves[sub] = l // read or not as hfDeepSpeed reads it
 			}
 		}
 		if len(d.leaves) == 0 {
