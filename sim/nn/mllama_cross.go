@@ -93,12 +93,13 @@ func (c *MllamaCrossBlock) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if b.Cross == nil { // text only: transformers skips the layer
 		b.ReserveParams(13)
-		c.tensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+		// its linears keep PEFT's adapters, idle (idleParam)
+		c.tensors(func(name string, shape []int64, role core.Role) { idleParam(b, name, shape, role) })
 		done := b.Scope("mlp")
 		m := c.mlp()
-		b.Param("gate_proj.weight", []int64{m.Hidden, m.Dim}, core.RoleGate)
-		b.Param("up_proj.weight", []int64{m.Hidden, m.Dim}, core.RoleUp)
-		b.Param("down_proj.weight", []int64{m.Dim, m.Hidden}, core.RoleDown)
+		idleParam(b, "gate_proj.weight", []int64{m.Hidden, m.Dim}, core.RoleGate)
+		idleParam(b, "up_proj.weight", []int64{m.Hidden, m.Dim}, core.RoleUp)
+		idleParam(b, "down_proj.weight", []int64{m.Dim, m.Hidden}, core.RoleDown)
 		done()
 		return x
 	}

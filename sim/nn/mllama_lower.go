@@ -26,7 +26,9 @@ func (v *MllamaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	// and aspect-ratio ids, on the device for the step.
 	pix := v.data(b, "pixel_values", []int64{images * t * (p - 1), v.patchIn()}, units.FP32, "image tiles from the processor (fp32)")
 	ids := v.data(b, "aspect_ratio_ids", []int64{images}, units.INT64, "aspect-ratio ids (int64), saved by the tile embeddings")
-	h := b.Linear("patch_embedding", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixels in the model's dtype"), v.patchIn(), d, false)
+	// a Conv2d (RoleConv: neither LoRA's all-linear, bitsandbytes nor
+	// float8 converts it)
+	h := b.Linear("patch_embedding", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixels in the model's dtype"), v.patchIn(), d, false)
 	b.Val(h).Shape = []int64{images * t, p - 1, d}
 	h = v.tileEmbedding(b, "pre_tile_positional_embedding", h, ids)
 	// The class token, then the gated position embeddings.

@@ -76,7 +76,7 @@ func (v *MllamaVision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 // tensors lists the parameters, as the lowering registers them.
 func (v *MllamaVision) tensors(fn tensorFn) {
 	d, p, t, r := v.Dim, v.tokens(), v.Tiles, v.AspectRatios+1
-	fn("vision_model.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleLinear)
+	fn("vision_model.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleConv)
 	fn("vision_model.pre_tile_positional_embedding.embedding.weight", []int64{r, t * d}, core.RoleEmbed)
 	fn("vision_model.pre_tile_positional_embedding.gate", []int64{1}, core.RoleNorm)
 	fn("vision_model.class_embedding", []int64{d}, core.RoleEmbed)

@@ -187,16 +187,16 @@ func (v *Gemma4VisionTower) registerIdle(b *core.Builder) {
 	d := v.Dim
 	func() {
 		defer b.Scope("vision_tower")()
-		b.Param("patch_embedder.input_proj.weight", []int64{d, v.patchIn()}, core.RoleLinear)
-		b.Param("patch_embedder.position_embedding_table", []int64{2, v.Positions, d}, core.RoleEmbed)
+		idleParam(b, "patch_embedder.input_proj.weight", []int64{d, v.patchIn()}, core.RoleLinear)
+		idleParam(b, "patch_embedder.position_embedding_table", []int64{2, v.Positions, d}, core.RoleEmbed)
 		b.ReserveParams(v.Depth * 13)
 		for i := int64(0); i < v.Depth; i++ {
 			done := b.Scope("encoder.layers." + core.Itoa(i))
 			for _, n := range []string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"} {
-				b.Param(n+".weight", []int64{d}, core.RoleNorm)
+				idleParam(b, n+".weight", []int64{d}, core.RoleNorm)
 			}
-			b.Param("self_attn.q_norm.weight", []int64{v.HeadDim}, core.RoleNorm)
-			b.Param("self_attn.k_norm.weight", []int64{v.HeadDim}, core.RoleNorm)
+			idleParam(b, "self_attn.q_norm.weight", []int64{v.HeadDim}, core.RoleNorm)
+			idleParam(b, "self_attn.k_norm.weight", []int64{v.HeadDim}, core.RoleNorm)
 			for _, p := range []struct {
 				name    string
 				out, in int64
@@ -206,13 +206,13 @@ func (v *Gemma4VisionTower) registerIdle(b *core.Builder) {
 				{"self_attn.v_proj", v.KVHeads * v.HeadDim, d, core.RoleV}, {"self_attn.o_proj", d, v.Heads * v.HeadDim, core.RoleO},
 				{"mlp.gate_proj", v.Inter, d, core.RoleGate}, {"mlp.up_proj", v.Inter, d, core.RoleUp}, {"mlp.down_proj", d, v.Inter, core.RoleDown},
 			} {
-				b.Param(p.name+".linear.weight", []int64{p.out, p.in}, p.role)
+				idleParam(b, p.name+".linear.weight", []int64{p.out, p.in}, p.role)
 			}
 			done()
 		}
 	}()
 	defer b.Scope("embed_vision")()
-	b.Param("embedding_projection.weight", []int64{v.TextDim, d}, core.RoleLinear)
+	idleParam(b, "embedding_projection.weight", []int64{v.TextDim, d}, core.RoleLinear)
 }
 
 // BlockPaths are the tower's Gemma4VisionPatchEmbedder and

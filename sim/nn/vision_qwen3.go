@@ -151,9 +151,9 @@ func visionGrid(pixels, patch, merge int64) int64 {
 // registerIdle registers the tower's weights when no image runs.
 func (v *Qwen3VisionTower) registerIdle(b *core.Builder) {
 	d := v.Dim
-	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
-	b.Param("patch_embed.proj.bias", []int64{d}, core.RoleConv)
-	b.Param("pos_embed.weight", []int64{v.Positions, d}, core.RoleEmbed)
+	idleParam(b, "patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
+	idleParam(b, "patch_embed.proj.bias", []int64{d}, core.RoleConv)
+	idleParam(b, "pos_embed.weight", []int64{v.Positions, d}, core.RoleEmbed)
 	b.ReserveParams(v.Depth * 12)
 	for i := int64(0); i < v.Depth; i++ {
 		done := b.Scope("blocks." + core.Itoa(i))
@@ -169,7 +169,7 @@ func (v *Qwen3VisionTower) registerIdle(b *core.Builder) {
 			{"mlp.linear_fc1.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.linear_fc1.bias", []int64{v.Inter}, core.RoleUp},
 			{"mlp.linear_fc2.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.linear_fc2.bias", []int64{d}, core.RoleDown},
 		} {
-			b.Param(p.name, p.shape, p.role)
+			idleParam(b, p.name, p.shape, p.role)
 		}
 		done()
 	}
@@ -185,12 +185,12 @@ func (v *Qwen3VisionTower) registerMerger(b *core.Builder, name string, post boo
 	if post {
 		n = m
 	}
-	b.Param("norm.weight", []int64{n}, core.RoleNorm)
-	b.Param("norm.bias", []int64{n}, core.RoleNorm)
-	b.Param("linear_fc1.weight", []int64{m, m}, core.RoleLinear)
-	b.Param("linear_fc1.bias", []int64{m}, core.RoleLinear)
-	b.Param("linear_fc2.weight", []int64{v.TextDim, m}, core.RoleLinear)
-	b.Param("linear_fc2.bias", []int64{v.TextDim}, core.RoleLinear)
+	idleParam(b, "norm.weight", []int64{n}, core.RoleNorm)
+	idleParam(b, "norm.bias", []int64{n}, core.RoleNorm)
+	idleParam(b, "linear_fc1.weight", []int64{m, m}, core.RoleLinear)
+	idleParam(b, "linear_fc1.bias", []int64{m}, core.RoleLinear)
+	idleParam(b, "linear_fc2.weight", []int64{v.TextDim, m}, core.RoleLinear)
+	idleParam(b, "linear_fc2.bias", []int64{v.TextDim}, core.RoleLinear)
 }
 
 // BlockPaths are the tower's blocks, Qwen3VLVisionBlock (FSDP units:

@@ -56,10 +56,40 @@ func preNormLayer(attnNorm *Norm, attn core.Layer, mlpNorm *Norm, mlp core.Layer
 	}}
 }
 
-// registerTensors registers the n tensors each lists.
+// registerTensors registers the n tensors each lists, and LoRA's idle
+// adapters on the linears among them (idleLinearAdapter).
 func registerTensors(b *core.Builder, n int64, each func(tensorFn)) {
 	b.ReserveParams(n)
-	each(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	each(func(name string, shape []int64, role core.Role) { idleParam(b, name, shape, role) })
+}
+
+// idleParam registers a tower's parameter without images (b.Param) and
+// LoRA's idle adapter on it where it is a linear's weight
+// (idleLinearAdapter).
+func idleParam(b *core.Builder, name string, shape []int64, role core.Role) int32 {
+	pi := b.Param(name, shape, role)
+	idleLinearAdapter(b, name, shape, role)
+	return pi
+}
+
+// idleLinearAdapter registers, for a tower's tensor registered without
+// images, the LoRA adapter PEFT gives its module when it is an nn.Linear
+// LoRA targets (all-linear reaches every nn.Linear of the model but the
+// output layer, the towers' and projectors' too: tools/oracle/peft_all_linear.py):
+// a 2-D weight of a linear's role, named module.weight. No image runs
+// the tower, so the adapter gets no gradient (core.Builder.IdleAdapter).
+func idleLinearAdapter(b *core.Builder, name string, shape []int64, role core.Role) {
+	module, ok := strings.CutSuffix(name, ".weight")
+	if !ok || len(shape) != 2 {
+		return
+	}
+	switch role {
+	case core.RoleConv, core.RoleEmbed, core.RoleNorm, core.RoleLMHead:
+		return
+	}
+	done := b.Scope(module)
+	b.IdleAdapter(role, shape[1], shape[0])
+	done()
 }
 
 // tensorModules are the modules a tower names itself (core.ModuleLister):

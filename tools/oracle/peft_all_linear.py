@@ -21,8 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_names import CASES, HF  # noqa: E402
 
 
-# vision-language configs beside CASES' whose towers memsh adapts (Gemma 3's, Gemma 4's), as their checkpoints' class
-TOWERS = [("gemma3-vl-tiny.json", "Gemma3ForConditionalGeneration"), ("gemma4-vl-tiny.json", "Gemma4ForConditionalGeneration")]
+# vision-language configs beside CASES' (Gemma 3's, Gemma 4's, Gemma 4's with its audio tower), as their checkpoints' class
+TOWERS = [("gemma3-vl-tiny.json", "Gemma3ForConditionalGeneration"), ("gemma4-vl-tiny.json", "Gemma4ForConditionalGeneration"),
+          ("gemma4-av-tiny.json", "Gemma4ForConditionalGeneration")]
 
 
 def main():
