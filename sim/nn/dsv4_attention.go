@@ -189,7 +189,7 @@ func (a *V4Attention) eager(b *core.Builder, q, kv, bias core.Value, batch, seq,
 	kT := expanded("k_expanded")
 	i := b.AddOp("matmul", "qk", []core.Value{q, kT})
 	scores := b.Out(i, "scores", scoreShape, dt, "attention scores")
-	b.Save(i, q, kT)
+	saveProduct(b, i, q, kT)
 	b.Op(i).Flops = 2 * float64(rows) * float64(keys) * float64(h*d)
 	scaled := b.Ew("mul", "scaled", []core.Value{scores}, scoreShape, dt, "scores * head_dim^-0.5")
 	masked := b.Ew("add", "masked", []core.Value{scaled, mask}, scoreShape, dt, "scores plus the mask")
@@ -224,7 +224,7 @@ func (a *V4Attention) eager(b *core.Builder, q, kv, bias core.Value, batch, seq,
 	v := expanded("v_expanded")
 	o := b.AddOp("matmul", "pv", []core.Value{pv, v})
 	ctx := b.Out(o, "context", []int64{batch, seq, h * d}, dt, "attention context")
-	b.Save(o, pv, v)
+	saveProduct(b, o, pv, v)
 	b.Op(o).Flops = 2 * float64(rows) * float64(keys) * float64(h*d)
 	return b.Ew("contiguous", "merge_heads", []core.Value{ctx}, []int64{batch, seq, h * d}, dt, "attn_output.transpose(1, 2).contiguous()")
 }

@@ -129,7 +129,9 @@ func hyperWeights(b *core.Builder, module string, x core.Value, n, dim, mixes, i
 	gate := func(name string, width int64) core.Value {
 		j := b.AddOp("mul", name+"_scaled", []core.Value{mixed}, scale, base)
 		y := b.Out(j, name+"_logits", core.WithLast(s, width), units.FP32, name+" * scale + base")
-		b.Save(j, mixed)
+		if b.Trainable(scale) {
+			b.Save(j, mixed)
+		}
 		return y
 	}
 	// sigmoid(..) + eps and 2 * sigmoid(..): new tensors beside the
@@ -155,7 +157,7 @@ func hyperWeights(b *core.Builder, module string, x core.Value, n, dim, mixes, i
 	// keeps pre and the streams.
 	m := b.AddOp("mul", "pre_streams", []core.Value{pre, x})
 	prod := b.Out(m, "pre_streams", s, units.FP32, "pre-weighted streams (fp32)")
-	b.Save(m, pre, x)
+	saveProduct(b, m, pre, x)
 	b.Op(m).Flops = float64(rows * n * dim)
 	sum := b.Ew("sum", "collapsed", []core.Value{prod}, core.WithLast(s, dim), units.FP32, "the streams collapsed into the sub-block's input")
 	done()
@@ -171,15 +173,31 @@ func hyperMix(b *core.Builder, x, y, post, comb core.Value, s []int64, dt units.
 	p := b.Cast(post, dt, "post in the streams' dtype")
 	k := b.AddOp("mul", "post_out", []core.Value{p, y})
 	out := b.Out(k, "post_out", s, dt, "the sub-block's output written into every stream (post ⊗ y)")
-	b.Save(k, p, y)
+	saveProduct(b, k, p, y)
 	b.Op(k).Flops = float64(rows * n * dim)
 	c := b.Cast(comb, dt, "comb in the streams' dtype")
 	i := b.AddOp("matmul", "comb_streams", []core.Value{c, x})
 	mixed := b.Out(i, "comb_streams", s, dt, "the streams mixed by comb^T")
-	b.Save(i, c, x)
+	saveProduct(b, i, c, x)
 	b.Op(i).Flops = 2 * float64(rows) * float64(n*n*dim)
 	b.Op(i).Bytes += float64(b.Val(x).Bytes + b.Val(c).Bytes)
 	return b.Add("streams", out, mixed)
+}
+
+// saveProduct saves what a product's backward (mul, matmul) keeps: each
+// factor where the other requires grad. Under LoRA the streams entering
+// the first layer and what is made of them alone (its attention's hyper
+// weights) require none (the embeddings and the hyper-connections'
+// parameters are frozen), while the sub-block's output does: PyTorch
+// keeps post there, not the output (tools/oracle/hf_block_saved.py on
+// deepseek-v4-tiny.json with lora=o_b_proj).
+func saveProduct(b *core.Builder, op int32, x, y core.Value) {
+	if b.Grad(y) {
+		b.Save(op, x)
+	}
+	if b.Grad(x) {
+		b.Save(op, y)
+	}
 }
 
 // plusEps is x + hc_eps, a new fp32 tensor that saves nothing.
@@ -268,11 +286,13 @@ func (h *HyperHead) Lower(b *core.Builder, x core.Value) core.Value {
 	mixes := streamLogits(b, x, fn, n, "the collapse logits")
 	j := b.AddOp("mul", "scaled", []core.Value{mixes}, scale, base)
 	logits := b.Out(j, "logits", core.WithLast(s, n), units.FP32, "mixes * hc_scale + hc_base")
-	b.Save(j, mixes)
+	if b.Trainable(scale) {
+		b.Save(j, mixes)
+	}
 	pre := plusEps(b, "pre", b.Unary("sigmoid", logits, false, true))
 	m := b.AddOp("mul", "pre_streams", []core.Value{pre, x})
 	prod := b.Out(m, "pre_streams", s, units.FP32, "pre-weighted streams (fp32)")
-	b.Save(m, pre, x)
+	saveProduct(b, m, pre, x)
 	sum := b.Ew("sum", "collapsed", []core.Value{prod}, core.WithLast(s, h.Dim), units.FP32, "the streams collapsed")
 	return b.Cast(sum, dt, "the collapse in the streams' dtype")
 }
