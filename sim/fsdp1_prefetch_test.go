@@ -15,6 +15,7 @@ type fsdp1Prefetch struct {
 	BackwardPrefetch string `json:"backward_prefetch"`
 	Checkpoint       string
 	ShardingStrategy string `json:"sharding_strategy"`
+	ForwardPrefetch  bool   `json:"forward_prefetch"`
 	DP, Batch, Seq   int64
 	Model            struct {
 		Dim, Layers, Heads int64
@@ -60,7 +61,10 @@ func fsdp1Events(tr *replay.Trace) []string {
 // Llama, 3 layers, each block a unit, on a fake process group of 4
 // ranks; without and with full checkpointing, and under SHARD_GRAD_OP,
 // parallel(reshard_after_forward=False), whose units stay gathered from
-// the forward to their backward in every mode):
+// the forward to their backward in every mode; and forward_prefetch=True,
+// parallel(fsdp_forward_prefetch=True), with and without checkpointing:
+// each unit gathers the next in its pre-forward, and in the backward a
+// unit reshards and reduce-scatters only after the next unit's backward):
 //   - "pre" (BACKWARD_PRE): layers.1 is gathered before layers.2's
 //     backward runs, so two layers are unsharded at once (with the root);
 //   - "post" (BACKWARD_POST): layers.2 reshards, layers.1 is gathered,
@@ -75,23 +79,24 @@ func fsdp1Events(tr *replay.Trace) []string {
 // 15,627,776 B; "post" 16,608,256 B).
 func TestFSDP1BackwardPrefetchAsTorch(t *testing.T) {
 	cases := readJSONL[fsdp1Prefetch](t, "fsdp1_prefetch.jsonl")
-	if len(cases) != 9 {
-		t.Fatalf("%d cases in testdata/fsdp1_prefetch.jsonl, want 3 modes x (2 checkpointings + SHARD_GRAD_OP)", len(cases))
+	if len(cases) != 15 {
+		t.Fatalf("%d cases in testdata/fsdp1_prefetch.jsonl, want 3 modes x (2 checkpointings + SHARD_GRAD_OP + forward_prefetch with 2 checkpointings)", len(cases))
 	}
 	peaks, unit := map[string]int64{}, int64(0)
 	for _, c := range cases {
 		live := fsdpLive{DP: c.DP, TP: 1, ReshardAfterForward: c.ShardingStrategy != "shard_grad_op", Checkpoint: c.Checkpoint, Mixed: true, Batch: c.Batch, Seq: c.Seq}
 		live.Model = c.Model
 		p := fsdpLivePlan(t, &live)
-		p.Parallel.FSDPVersion, p.Parallel.BackwardPrefetch = 1, c.BackwardPrefetch
+		p.Parallel.FSDPVersion, p.Parallel.BackwardPrefetch, p.Parallel.ForwardPrefetch = 1, c.BackwardPrefetch, c.ForwardPrefetch
 		r, err := Evaluate(p, core.Options{Trace: true})
 		if err != nil {
 			t.Fatalf("%s, checkpoint %s: %v", c.BackwardPrefetch, c.Checkpoint, err)
 		}
 		if diff := cmp.Diff(c.Events, fsdp1Events(r.Trace)); diff != "" {
-			t.Errorf("backward_prefetch %s, checkpoint %s, %s: FSDP1's unit events differ from torch %s (-torch +memsh):\n%s", c.BackwardPrefetch, c.Checkpoint, c.ShardingStrategy, c.Torch, diff)
+			t.Errorf("backward_prefetch %s, checkpoint %s, %s, forward_prefetch %v: FSDP1's unit events differ from torch %s (-torch +memsh):\n%s",
+				c.BackwardPrefetch, c.Checkpoint, c.ShardingStrategy, c.ForwardPrefetch, c.Torch, diff)
 		}
-		if c.Checkpoint == "none" && c.ShardingStrategy == "full_shard" {
+		if c.Checkpoint == "none" && c.ShardingStrategy == "full_shard" && !c.ForwardPrefetch {
 			peaks[c.BackwardPrefetch] = r.PeakAllocated
 			for _, e := range r.Trace.Events {
 				if e.Tensor == "layers.1 unsharded flat parameter" {

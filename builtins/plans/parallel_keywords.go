@@ -180,6 +180,13 @@ var layoutKeywords = []layoutKeyword{
 			}
 			return nil
 		}},
+	{Name: "fsdp_forward_prefetch", Sig: "False",
+		Doc: "FSDP1 (fsdp=1): FullyShardedDataParallel(forward_prefetch=True) (accelerate's fsdp_forward_prefetch, the Hugging Face Trainer's " +
+			"fsdp_config forward_prefetch): each unit's pre-forward gathers the next unit too, and in the backward autograd runs a unit's " +
+			"post-backward (reshard, reduce-scatter) only after the backward of the unit before it, so each unit's parameters and flat " +
+			"gradient stay unsharded through one more unit's backward (docs/sharding.md)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.ForwardPrefetch) },
+		set: setLayoutBool("fsdp_forward_prefetch", func(p *core.Parallelism) *bool { return &p.ForwardPrefetch })},
 	{Name: "fsdp_no_sync", Sig: "False",
 		Doc: "FSDP2 (fsdp=True) with grad_accum > 1: True accumulates without gradient sync, set_requires_gradient_sync(False) on the " +
 			"micro-batches that do not step (Hugging Face accelerate 1.11 and later, accumulate() without sync_each_batch): each parameter's " +

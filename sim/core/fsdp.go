@@ -134,6 +134,10 @@ func (par Parallelism) validateFSDP() error {
 	if err := validBackwardPrefetch(par); err != nil {
 		return err
 	}
+	if par.ForwardPrefetch && (!par.FSDP || par.FSDPVersion != 1) {
+		return &units.Error{Path: "parallel", Msg: "fsdp_forward_prefetch= is FSDP1's (FullyShardedDataParallel(forward_prefetch=True))",
+			Hint: "add fsdp=1; FSDP2 (fully_shard) gathers each unit in its own pre-forward unless set_modules_to_forward_prefetch asks, which memsh does not model"}
+	}
 	if par.FSDPNoSync && (!par.FSDP || par.FSDPVersion == 1) {
 		return &units.Error{Path: "parallel", Msg: "fsdp_no_sync= is FSDP2's (fully_shard's set_requires_gradient_sync(False) while accumulating)",
 			Hint: "FSDP1 (fsdp=1) accumulates under no_sync() already unless fsdp_sync_each_batch=True; add fsdp=True for FSDP2"}
@@ -179,6 +183,17 @@ func (par Parallelism) validateFSDP() error {
 //   - PrefetchPost: a unit's post-backward hook reshards it, then
 //     unshards the next unit, then reduce-scatters its gradient
 //     (BACKWARD_POST, MosaicML Composer's default);
+//
+// With forward_prefetch=True (Parallelism.ForwardPrefetch; False is
+// FullyShardedDataParallel's and the Hugging Face Trainer's default,
+// though accelerate configs often set fsdp_forward_prefetch: true) a
+// unit's pre-forward unshards the next unit of the forward too. The
+// unsharded parameters' views are then made before the unit before them
+// runs, so autograd runs their gradient's accumulation, and with it the
+// unit's post-backward (reshard, reduce-scatter), only after the
+// backward of the unit before: each unit's gradient and parameters stay
+// unsharded through one more unit's backward (measured with and without
+// full checkpointing, in every backward prefetch mode).
 //   - PrefetchNone: each unit is unsharded by its own pre-backward hook
 //     (backward_prefetch=None: Hugging Face's Trainer's fsdp_config
 //     backward_prefetch "NO_PREFETCH" by default, transformers 4.57.1

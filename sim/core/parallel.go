@@ -146,9 +146,13 @@ type Parallelism struct {
 	// "post" (BACKWARD_POST) or "none" (backward_prefetch=None: what
 	// Hugging Face's Trainer and accelerate pass unless told; fsdp.go).
 	BackwardPrefetch string
-	FSDPNoSync       bool        // FSDP2: set_requires_gradient_sync(False) on the micro-batches that do not step (accelerate's accumulate())
-	FSDPParamDType   units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
-	FSDPReduceDType  units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
+	// ForwardPrefetch is FSDP1's forward_prefetch=True: each unit's
+	// pre-forward gathers the next unit too, and in the backward each
+	// unit's post-backward runs after the next unit's backward (fsdp.go).
+	ForwardPrefetch bool
+	FSDPNoSync      bool        // FSDP2: set_requires_gradient_sync(False) on the micro-batches that do not step (accelerate's accumulate())
+	FSDPParamDType  units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
+	FSDPReduceDType units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
 }
 
 // norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
@@ -239,6 +243,9 @@ func (p Parallelism) String() string {
 	}
 	if n.BackwardPrefetch != "" && n.BackwardPrefetch != PrefetchPre {
 		parts = append(parts, fmt.Sprintf("fsdp_backward_prefetch=%q", n.BackwardPrefetch))
+	}
+	if n.ForwardPrefetch {
+		parts = append(parts, "fsdp_forward_prefetch=True")
 	}
 	if n.FSDPNoSync {
 		parts = append(parts, "fsdp_no_sync=True")

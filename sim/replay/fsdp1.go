@@ -147,6 +147,33 @@ func (d *distState) gradientFSDP1(r *Replay, pi int32) bool {
 	return true
 }
 
+// postBackwardFSDP1Ordered runs unit u's post-backward when autograd
+// does: at once, or under forward_prefetch after the backward of the unit
+// before it (core.Parallelism.ForwardPrefetch): u's waits, and the unit
+// after it, whose post-backward waited for u's backward, runs now. The
+// root's own post-backward runs after any that waits.
+func (d *distState) postBackwardFSDP1Ordered(r *Replay, u int32) {
+	if !d.Par.ForwardPrefetch {
+		d.postBackwardFSDP1(r, u)
+		return
+	}
+	d.flushPostBackwardFSDP1(r)
+	if d.units[u].root {
+		d.postBackwardFSDP1(r, u)
+		return
+	}
+	d.postWaiting = u
+}
+
+// flushPostBackwardFSDP1 runs the post-backward that waits, if any.
+func (d *distState) flushPostBackwardFSDP1(r *Replay) {
+	if d.postWaiting != none {
+		u := d.postWaiting
+		d.postWaiting = none
+		d.postBackwardFSDP1(r, u)
+	}
+}
+
 // reshardPostBackwardFSDP1 is FSDP1's _post_backward_reshard for unit
 // u: reshard, then, under BACKWARD_POST, unshard the next unit of the
 // backward, before u's gradient is reduce-scattered (core.PrefetchPost).

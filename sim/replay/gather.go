@@ -245,7 +245,7 @@ func (d *distState) beforeForward(r *Replay, i int) {
 	}
 	for _, u := range d.opUnits[i] {
 		d.gather(r, u)
-		if d.units[u].first == int32(i) && d.Mode != DistFSDP {
+		if d.units[u].first == int32(i) && (d.Mode != DistFSDP || d.fsdp1 && d.Par.ForwardPrefetch) {
 			d.prefetch(r, u, true)
 		}
 	}
@@ -388,7 +388,7 @@ func (d *distState) afterBackward(r *Replay, i int) {
 				continue
 			}
 			if d.fsdp1 {
-				d.postBackwardFSDP1(r, u)
+				d.postBackwardFSDP1Ordered(r, u)
 				continue
 			}
 			if d.pipeHold {
@@ -415,6 +415,7 @@ func (d *distState) afterBackward(r *Replay, i int) {
 func (d *distState) backwardEnd(r *Replay) {
 	r.freeKeptRSInput() // FSDP2's root final callback
 	if d.fsdp1 {
+		d.flushPostBackwardFSDP1(r)
 		for u := range d.units {
 			d.reshard(r, int32(u)) // _catch_all_reshard in the final callback
 		}

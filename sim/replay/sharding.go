@@ -124,8 +124,11 @@ type distState struct {
 	fsdpDown, fsdpUp int64
 	pageableUp       int64 // copies into pageable host memory (shard_offload.go PageableD2H)
 
-	fsdp1 bool           // FullyShardedDataParallel semantics
-	zs    core.ZeroSizes // ZeRO: the plan's bucket and threshold sizes
+	fsdp1 bool // FullyShardedDataParallel semantics
+	// postWaiting is the FSDP1 unit whose post-backward waits for the
+	// backward of the unit before it (forward_prefetch), none.
+	postWaiting int32
+	zs          core.ZeroSizes // ZeRO: the plan's bucket and threshold sizes
 	// fsdp1Idle marks the parameters in FSDP1 units that never run
 	// (fsdp1IdleShards): no gradient, no state, not stepped.
 	fsdp1Idle []bool
@@ -161,7 +164,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	}
 	par := plan.Parallel.Norm()
 	d := &distState{Par: par, plan: plan, p: prog, dp: par.ShardDegree(), edp: par.ExpertShardDegree(),
-		ipg: none, ipg2: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
+		ipg: none, ipg2: none, postWaiting: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
 	d.Mode = ModeOf(plan)
 	if d.Mode == DistZeRO {
 		d.zs = plan.ZeroSizes() // reduce_bucket_size, ZeRO-3's prefetch and persistence (core/zero_sizes.go)

@@ -354,15 +354,15 @@ func TestSearchFloat8TPShardRejected(t *testing.T) {
 }
 
 // ZeRO's sizes (a DeepSpeed ZeRO-3 base plan with the Hugging Face
-// Trainer's "auto" buckets) and FSDP1's backward prefetch (an FSDP1 base
-// with the Trainer's NO_PREFETCH) reach the layouts that read them only:
+// Trainer's "auto" buckets) and FSDP1's prefetch modes (an FSDP1 base
+// with the Trainer's NO_PREFETCH and forward_prefetch) reach the layouts that read them only:
 // the reduce bucket every ZeRO stage, the stage-3 sizes zero3, the
 // prefetch mode the fsdp layouts; a layout that does not read one is not
 // refused for it. The rows, the front and every bound are brute force's.
 func TestSearchZeroSizesEqualsBruteForce(t *testing.T) {
 	auto, none := core.ZeroSize{Auto: true}, core.ZeroSize{Set: true}
 	zero3 := core.Parallelism{DP: 8, Zero: 3, ReduceBucketSize: auto, PrefetchBucketSize: auto, ParamPersistenceThreshold: auto, MaxLiveParameters: none}
-	fsdp1 := core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, BackwardPrefetch: core.PrefetchNone}
+	fsdp1 := core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, BackwardPrefetch: core.PrefetchNone, ForwardPrefetch: true}
 	for _, c := range []struct {
 		layout core.Parallelism
 		rows   []string // the kinds of layout the rows must hold, for the check to check something
@@ -385,14 +385,14 @@ func TestSearchZeroSizesEqualsBruteForce(t *testing.T) {
 			var want core.Parallelism
 			switch {
 			case kind == "fsdp":
-				want.BackwardPrefetch = layout.BackwardPrefetch
+				want.BackwardPrefetch, want.ForwardPrefetch = layout.BackwardPrefetch, layout.ForwardPrefetch
 			case kind == "zero1" || kind == "zero2":
 				want.ReduceBucketSize = layout.ReduceBucketSize
 			case kind == "zero3":
 				want.ReduceBucketSize, want.PrefetchBucketSize, want.ParamPersistenceThreshold, want.MaxLiveParameters =
 					layout.ReduceBucketSize, layout.PrefetchBucketSize, layout.ParamPersistenceThreshold, layout.MaxLiveParameters
 			}
-			if par.BackwardPrefetch != want.BackwardPrefetch || par.ReduceBucketSize != want.ReduceBucketSize || par.PrefetchBucketSize != want.PrefetchBucketSize ||
+			if par.BackwardPrefetch != want.BackwardPrefetch || par.ForwardPrefetch != want.ForwardPrefetch || par.ReduceBucketSize != want.ReduceBucketSize || par.PrefetchBucketSize != want.PrefetchBucketSize ||
 				par.ParamPersistenceThreshold != want.ParamPersistenceThreshold || par.MaxLiveParameters != want.MaxLiveParameters {
 				t.Errorf("base %s, row %s: the base plan's ZeRO sizes or backward prefetch not carried where they apply", layout, par)
 			}

@@ -33,22 +33,22 @@ func carriedLayout(base core.Parallelism) (carried, fsdp core.Parallelism) {
 	par.EmbeddingSlot, par.LossSlot = false, false
 	fsdp = core.Parallelism{FSDPVersion: par.FSDPVersion, NoReshard: par.NoReshard, ReshardTo: par.ReshardTo,
 		AdapterUnits: par.AdapterUnits, SyncEachBatch: par.SyncEachBatch, SyncStates: par.SyncStates, FSDPNoSync: par.FSDPNoSync, FSDPParamDType: par.FSDPParamDType, FSDPReduceDType: par.FSDPReduceDType,
-		BackwardPrefetch: par.BackwardPrefetch, ReduceBucketSize: par.ReduceBucketSize, PrefetchBucketSize: par.PrefetchBucketSize,
+		BackwardPrefetch: par.BackwardPrefetch, ForwardPrefetch: par.ForwardPrefetch, ReduceBucketSize: par.ReduceBucketSize, PrefetchBucketSize: par.PrefetchBucketSize,
 		ParamPersistenceThreshold: par.ParamPersistenceThreshold, MaxLiveParameters: par.MaxLiveParameters}
 	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.SyncStates, par.FSDPNoSync = 0, false, 0, false, false, false, false
 	par.FSDPParamDType, par.FSDPReduceDType = units.InvalidDType, units.InvalidDType
-	par.BackwardPrefetch = ""
+	par.BackwardPrefetch, par.ForwardPrefetch = "", false
 	par.ReduceBucketSize, par.PrefetchBucketSize, par.ParamPersistenceThreshold, par.MaxLiveParameters = core.ZeroSize{}, core.ZeroSize{}, core.ZeroSize{}, core.ZeroSize{}
 	return par, fsdp
 }
 
 // withFSDPOptions sets the base plan's FSDP options on par, an fsdp or
-// hsdp layout (FSDP1's backward prefetch on an FSDP1 one).
+// hsdp layout (FSDP1's prefetch modes on an FSDP1 one).
 func withFSDPOptions(par *core.Parallelism, o *core.Parallelism) {
 	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.SyncStates, par.FSDPNoSync = o.FSDPVersion, o.NoReshard, o.ReshardTo, o.AdapterUnits, o.SyncEachBatch, o.SyncStates, o.FSDPNoSync
 	par.FSDPParamDType, par.FSDPReduceDType = o.FSDPParamDType, o.FSDPReduceDType
 	if par.FSDPVersion == 1 {
-		par.BackwardPrefetch = o.BackwardPrefetch
+		par.BackwardPrefetch, par.ForwardPrefetch = o.BackwardPrefetch, o.ForwardPrefetch
 	}
 }
 

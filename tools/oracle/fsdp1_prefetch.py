@@ -9,7 +9,8 @@ layers, batch 2 x 64, on a fake process group of 4 ranks (torch.testing._interna
 runs, every buffer has its real shape). FullyShardedDataParallel wraps each block (ModuleWrapPolicy) and the root,
 use_orig_params=True, MixedPrecision(param_dtype=bf16, reduce_dtype=fp32); with "full" each block runs under
 checkpoint_wrapper (non-reentrant), applied before the wrap as Lightning and accelerate do. Sharding FULL_SHARD, and
-SHARD_GRAD_OP (the parameters kept gathered from the forward to the backward) without checkpointing.
+SHARD_GRAD_OP (the parameters kept gathered from the forward to the backward) without checkpointing; and
+forward_prefetch=True with and without checkpointing.
 
 What is recorded: torch.distributed.fsdp._runtime_utils's _unshard, _reshard and _reduce_grad are wrapped; an
 unshard or reshard is recorded when it changes the size of the unit's padded unsharded FlatParameter storage
@@ -67,14 +68,15 @@ ru._reshard = record(ru._reshard, "reshard")
 ru._reduce_grad = reduce_grad(ru._reduce_grad)
 
 
-def run(mode, ckpt, strategy):
+def run(mode, ckpt, strategy, forward):
     torch.manual_seed(0)
     model = fsdp_live.Transformer(MODEL, SEQ)
     if ckpt == "full":
         for k, block in list(model.layers.items()):
             model.layers[k] = checkpoint_wrapper(block, preserve_rng_state=False)
     model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({fsdp_live.Block}), device_id=torch.device("cpu"),
-                 backward_prefetch=MODES[mode], sharding_strategy=STRATEGIES[strategy], use_orig_params=True,
+                 backward_prefetch=MODES[mode], sharding_strategy=STRATEGIES[strategy], forward_prefetch=forward,
+                 use_orig_params=True,
                  mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
     names.clear()
     for name, m in model.named_modules():
@@ -97,10 +99,12 @@ def run(mode, ckpt, strategy):
 
 def main():
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=DP)
-    for strategy, ckpt in [("full_shard", "none"), ("full_shard", "full"), ("shard_grad_op", "none")]:
+    for strategy, ckpt, forward in [("full_shard", "none", False), ("full_shard", "full", False), ("shard_grad_op", "none", False),
+                                    ("full_shard", "none", True), ("full_shard", "full", True)]:
         for mode in MODES:
-            print(json.dumps({"backward_prefetch": mode, "checkpoint": ckpt, "sharding_strategy": strategy, "dp": DP, "batch": BATCH,
-                              "seq": SEQ, "model": MODEL, "events": run(mode, ckpt, strategy), "torch": torch.__version__}))
+            print(json.dumps({"backward_prefetch": mode, "checkpoint": ckpt, "sharding_strategy": strategy,
+                              "forward_prefetch": forward, "dp": DP, "batch": BATCH, "seq": SEQ, "model": MODEL,
+                              "events": run(mode, ckpt, strategy, forward), "torch": torch.__version__}))
     sys.stdout.flush()
 
 
