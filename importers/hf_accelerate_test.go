@@ -119,6 +119,24 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3, reduce_bucket_size = "auto",
              stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 1000000000), offload = offload(optimizer = "cpu", params = "cpu"))`,
+	}, {
+		name: "the Trainer's DeepSpeed config without a bf16 section, the Trainer's bf16 false, launched with multi_gpu.yaml's bf16: DeepSpeed in bf16",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 16, 2048),
+		opts: Options{Overrides: []string{"accelerate_config=handbook_multi_gpu.yaml", "bf16=false", "deepspeed=autotuning_z3.json"},
+			ReadFile: func(name string) ([]byte, error) {
+				if data, err := accelerateFiles(name); err == nil {
+					return data, nil
+				}
+				return os.ReadFile(filepath.Join("testdata", "deepspeed", name))
+			}},
+		notModelled: []string{
+			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3))`,
 	}})
 }
 

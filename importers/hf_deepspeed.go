@@ -1,6 +1,9 @@
 package importers
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // hfDeepSpeedConfig is the DeepSpeed config the Trainer hands the job to
 // (TrainingArguments.deepspeed): a file the config names, read from the
@@ -60,9 +63,8 @@ func hfDeepSpeed(t, d *tree, o Options, p *plan, batch, accum int64, optim strin
 		"fp16.enabled": fp16, "bf16.enabled": bf16,
 	}
 	// fill_match: an auto value takes the Trainer's; an absent key stays
-	// absent (a config without a bf16 section runs DeepSpeed in fp32,
-	// whatever bf16 says); a value that differs is a mismatch the Trainer
-	// refuses.
+	// absent (until set_mixed_precision, below); a value that differs is
+	// a mismatch the Trainer refuses.
 	for _, k := range []string{"fp16.enabled", "bf16.enabled", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"} {
 		l, ok := d.leaves[k]
 		switch {
@@ -76,6 +78,9 @@ func hfDeepSpeed(t, d *tree, o Options, p *plan, batch, accum int64, optim strin
 					"its %s is %v, the Trainer's %s %v", k, b, strings.TrimSuffix(k, ".enabled"), fill[k])
 			}
 		}
+	}
+	if err := hfDeepSpeedMixedPrecision(t, d, fp16, bf16); err != nil {
+		return err
 	}
 	micro, dsAccum, err := deepspeedBatch(d, gpus)
 	if err != nil {
@@ -120,4 +125,42 @@ func hfMerged(t, d *tree, err error) error {
 		e.Key = "deepspeed." + e.Key
 	}
 	return err
+}
+
+// hfDeepSpeedMixedPrecision is what the Accelerator does to the Trainer's
+// DeepSpeed config after the Trainer filled it: set_mixed_precision with
+// the Trainer's mixed precision (accelerate 1.16 state.py l.935-938,
+// utils/dataclasses.py l.1301-1325): its fp16 or bf16, else the
+// accelerate config's mixed_precision (TrainingArguments, transformers
+// 5.25.0 l.1614-1618), else none. A config without a bf16 (fp16)
+// section gets one enabled, so the Trainer's bf16 runs DeepSpeed in bf16
+// though the config says nothing of it, and the absent one disabled.
+func hfDeepSpeedMixedPrecision(t, d *tree, fp16, bf16 bool) error {
+	mp := "no"
+	switch {
+	case fp16:
+		mp = "fp16"
+	case bf16:
+		mp = "bf16"
+	default:
+		if l, ok := t.leaves["accelerate_config.mixed_precision"]; ok {
+			mp = strings.ToLower(fmt.Sprint(l.value))
+		}
+	}
+	vals := map[string]any{}
+	for k, l := range d.leaves {
+		vals[k] = l.value
+	}
+	if other := hfAccelerateDeepSpeedPrecision(vals, mp); other != "" {
+		return t.errorf("deepspeed", "the same precision in both, or auto in the DeepSpeed config",
+			"it enables %s, and the Trainer's mixed precision is %s: accelerate refuses it (set_mixed_precision)", other, mp)
+	}
+	for _, k := range []string{"fp16.enabled", "bf16.enabled"} {
+		if v, ok := vals[k]; ok {
+			l := d.leaves[k]
+			l.value = v
+			d.leaves[k] = l
+		}
+	}
+	return nil
 }

@@ -54,7 +54,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `load("@stdlib//llm.star", "mistral")
-plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "fp32", optimizer = adamw(fused = True),
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
              gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
@@ -273,7 +273,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reshard_after_forward = False))`,
 	}, {
-		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: fp32)",
+		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: accelerate's set_mixed_precision adds the Trainer's bf16)",
 		file: "hf/zephyr_sft_full.yaml",
 		step: hfStep(16, 1, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"deepspeed=autotuning_z3.json"}, ReadFile: func(name string) ([]byte, error) {
@@ -284,7 +284,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `load("@stdlib//llm.star", "mistral")
-plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "fp32", optimizer = adamw(fused = True),
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
 	}})
 }
