@@ -56,7 +56,7 @@ var generators = []generator{
 	{"adapter_dtype", "PEFT's LoRA adapters in the model's dtype (get_peft_model(autocast_adapter_dtype=False)), not fp32: half their state, no fp32 copies of the adapted inputs", adapterDTypeChanges},
 	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
 	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
-	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs; FSDP's resharding and HSDP replicas", shardingChanges},
+	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs; FSDP's resharding and HSDP replicas; FSDP1 without prefetching, ZeRO's buckets at the Hugging Face Trainer's auto sizes", shardingChanges},
 	{"offload", "optimizer state, parameters or activations in host memory; for speed, or when the host falls short, an offload taken back to the GPU (or from NVMe to the host)", offloadChanges},
 	{"expandable_segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", expandableChanges},
 	{"members_mode", "an ensemble's members one at a time", memberChanges},
@@ -261,6 +261,9 @@ func shardingChanges(p *core.Plan, ask Ask) []Change {
 	if ask.Goal == Speed && par.FSDP && !par.NoReshard {
 		with(func(q *core.Parallelism) { q.NoReshard, q.ReshardTo = true, 0 })
 	}
+	if ask.Goal != Speed {
+		out = append(out, bufferChanges(p)...)
+	}
 	switch {
 	case par.FSDP:
 		if par.NoReshard || par.ReshardTo > 0 {
@@ -281,6 +284,32 @@ func shardingChanges(p *core.Plan, ask Ask) []Change {
 		}
 		if par.Zero == 0 {
 			with(func(q *core.Parallelism) { q.FSDP = true })
+		}
+	}
+	return out
+}
+
+// bufferChanges hold fewer parameters or gradients unsharded at once:
+// FSDP1 without prefetching (each unit gathered by its own hooks, as the
+// Hugging Face Trainer runs it), ZeRO's buckets at the Hugging Face
+// Trainer's "auto" sizes where DeepSpeed's defaults are larger (a 5e8
+// element reduce bucket, 1 GB in bf16).
+func bufferChanges(p *core.Plan) []Change {
+	par := p.Parallel
+	var out []Change
+	if par.FSDP && par.FSDPVersion == 1 && (par.FSDP1Prefetch() != core.PrefetchNone || par.ForwardPrefetch) {
+		q := par
+		q.BackwardPrefetch, q.ForwardPrefetch = core.PrefetchNone, false
+		out = append(out, one("sharding", "parallel", q))
+	}
+	if par.Zero > 0 {
+		q, auto := *p, core.ZeroSize{Auto: true}
+		q.Parallel.ReduceBucketSize = auto
+		if par.Zero == 3 {
+			q.Parallel.PrefetchBucketSize, q.Parallel.ParamPersistenceThreshold = auto, auto
+		}
+		if to, from := q.ZeroSizes(), p.ZeroSizes(); to.ReduceBucket > 0 && to.ReduceBucket < from.ReduceBucket {
+			out = append(out, one("sharding", "parallel", q.Parallel))
 		}
 	}
 	return out

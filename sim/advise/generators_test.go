@@ -95,8 +95,9 @@ func TestGenerators(t *testing.T) {
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks":         {`loss_chunks=8`},
-			"sharding":            {`parallel=parallel(dp=8, zero=2, overlap_comm=True)`, `parallel=parallel(dp=8, zero=3)`},
-			"offload":             {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(dp=8, zero=3)`, `offload=offload(activations="cpu")`},
+			"sharding": {`parallel=parallel(dp=8, zero=1, overlap_comm=True, reduce_bucket_size="auto")`, `parallel=parallel(dp=8, zero=2, overlap_comm=True)`,
+				`parallel=parallel(dp=8, zero=3)`},
+			"offload": {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(dp=8, zero=3)`, `offload=offload(activations="cpu")`},
 			"layout": {`parallel=parallel(dp=4, tp=2, zero=1, sequence_parallel=True, overlap_comm=True), grad_accum=2`,
 				`parallel=parallel(dp=2, tp=4, zero=1, sequence_parallel=True, overlap_comm=True), grad_accum=4`,
 				`parallel=parallel(tp=8, zero=1, sequence_parallel=True, overlap_comm=True), grad_accum=8`,
@@ -431,4 +432,39 @@ func tierTakenBack(cur, o core.Offload) bool {
 		}
 	}
 	return nearer
+}
+
+// TestBufferChanges: FSDP1 that prefetches is offered no prefetching, and
+// ZeRO its buckets at the Hugging Face Trainer's "auto" sizes (a hidden
+// size of 4,096: a 16,777,216-element reduce bucket, below DeepSpeed's
+// 5e8); nothing where the plan has them already or they would not shrink.
+func TestBufferChanges(t *testing.T) {
+	auto := core.ZeroSize{Auto: true}
+	for _, c := range []struct {
+		name string
+		par  core.Parallelism
+		want []string
+	}{
+		{"FSDP1, torch's BACKWARD_PRE", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1},
+			[]string{`parallel=parallel(dp=8, fsdp=1, fsdp_backward_prefetch="none")`}},
+		{"FSDP1 with forward_prefetch", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, BackwardPrefetch: core.PrefetchNone, ForwardPrefetch: true},
+			[]string{`parallel=parallel(dp=8, fsdp=1, fsdp_backward_prefetch="none")`}},
+		{"FSDP1 already without", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, BackwardPrefetch: core.PrefetchNone}, nil},
+		{"FSDP2", core.Parallelism{DP: 8, FSDP: true}, nil},
+		{"ZeRO-2 at DeepSpeed's defaults", core.Parallelism{DP: 8, Zero: 2}, []string{`parallel=parallel(dp=8, zero=2, reduce_bucket_size="auto")`}},
+		{"ZeRO-3 at DeepSpeed's defaults", core.Parallelism{DP: 8, Zero: 3},
+			[]string{`parallel=parallel(dp=8, zero=3, reduce_bucket_size="auto", stage3_prefetch_bucket_size="auto", stage3_param_persistence_threshold="auto")`}},
+		{"ZeRO-3 at the Trainer's sizes", core.Parallelism{DP: 8, Zero: 3, ReduceBucketSize: auto, PrefetchBucketSize: auto, ParamPersistenceThreshold: auto}, nil},
+		{"ZeRO-1 with a smaller bucket than auto", core.Parallelism{DP: 8, Zero: 1, ReduceBucketSize: core.ZeroSize{N: 1 << 20, Set: true}}, nil},
+	} {
+		p := testmodels.LlamaPlan(testmodels.Llama(4096, 2, 32, 8, 14336, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+		p.Parallel = c.par
+		var got []string
+		for _, ch := range bufferChanges(p) {
+			got = append(got, ch.String())
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s: changes (-want +got):\n%s", c.name, diff)
+		}
+	}
 }
