@@ -556,6 +556,16 @@ func hfLayout(t *tree, o Options, p *plan) error {
 		if version == 1 { // accelerate drops backward_prefetch for FSDP2, with a warning
 			args = append(args, kw("fsdp_backward_prefetch", str(mode)))
 		}
+		// FSDP1's forward_prefetch: fsdp_config's, false unless set
+		// (transformers 5.25.0 training_args.py l.2872-2874); the Trainer
+		// passes none for FSDP2, whose plugin leaves it unset.
+		forward, err := t.boolean(hfFSDPKey(t, "forward_prefetch"), false)
+		if err != nil {
+			return err
+		}
+		if version == 1 && forward {
+			args = append(args, kw("fsdp_forward_prefetch", "True"))
+		}
 	}
 	// The Trainer accumulates inside accelerator.no_sync() unless
 	// accelerator_config's gradient_accumulation_kwargs sets

@@ -380,8 +380,9 @@ func hfAccelerateFSDPEnv(t, a *tree, version int64) error {
 }
 
 // hfAccelerateFSDPUnmodelled lists what the plugin does that memsh does not
-// replay: FSDP's own activation checkpointing, forward prefetch, ignored
-// modules, and a wrap policy other than one unit a transformer layer.
+// replay: FSDP's own activation checkpointing, ignored modules, and a wrap
+// policy other than one unit a transformer layer; and, without the
+// Trainer's fsdp, FSDP1's forward prefetch, which memsh replays.
 func hfAccelerateFSDPUnmodelled(t, a *tree, trainer bool, version int64) error {
 	key := hfAccelerateKey(a, "activation_checkpointing")
 	act, err := a.boolean(key, false)
@@ -409,8 +410,13 @@ func hfAccelerateFSDPUnmodelled(t, a *tree, trainer bool, version int64) error {
 		a.get(hfAccelerateKey(a, "forward_prefetch"))
 		return nil
 	}
-	if version == 1 {
-		a.notModelledIf(hfAccelerateKey(a, "forward_prefetch"), "FSDP1's forward prefetch: the next unit's all-gather issued in the forward")
+	if version == 1 { // FSDP_FORWARD_PREFETCH, "false" unless set (launch.py l.575-580), read for FSDP1 only (dataclasses.py l.1828-1829)
+		key := hfAccelerateKey(a, "forward_prefetch")
+		forward, err := a.boolean(key, false)
+		if err != nil {
+			return err
+		}
+		hfAccelerateSet(t, "fsdp_config.forward_prefetch", forward, key)
 	} else {
 		a.get(hfAccelerateKey(a, "forward_prefetch"))
 	}

@@ -21,16 +21,15 @@ func accelerateFiles(name string) ([]byte, error) {
 // unset, and the Trainer's plugin fields where it is set.
 func TestHFAccelerate(t *testing.T) {
 	const sizes = "ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)"
-	const forward = "accelerate_config.fsdp_config.fsdp_forward_prefetch: FSDP1's forward prefetch: the next unit's all-gather issued in the forward"
 	runImportCases(t, []importCase{{
-		name:        "alignment-handbook's fsdp.yaml: FSDP1 (the launcher's default version), FULL_SHARD, BACKWARD_PRE on 8 GPUs",
-		file:        "hf/zephyr_sft_full.yaml",
-		step:        hfStep(16, 1, 8, 2048),
-		opts:        Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml"}, ReadFile: accelerateFiles},
-		notModelled: []string{forward},
+		name: "alignment-handbook's fsdp.yaml: FSDP1 (the launcher's default version), FULL_SHARD, BACKWARD_PRE, forward prefetch on 8 GPUs",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
+		opts: Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre",
+             fsdp_forward_prefetch = True))`,
 	}, {
 		name: "alignment-handbook's multi_gpu.yaml: DDP over 16 GPUs on one machine",
 		file: "hf/zephyr_sft_full.yaml",

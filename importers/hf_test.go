@@ -326,3 +326,27 @@ func TestHFErrors(t *testing.T) {
 			want: "sft.yaml:4: key max_seq_length: 2048 and max_length 1024 disagree", wantHint: "max_length"},
 	})
 }
+
+// TestHFFSDP1ForwardPrefetch: the Trainer's fsdp_config forward_prefetch
+// (or fsdp_forward_prefetch) is FSDP1's forward_prefetch
+// (parallel(fsdp_forward_prefetch=True)); the Trainer passes none for
+// FSDP2 (transformers 5.25.0 training_args.py l.2857-2874).
+func TestHFFSDP1ForwardPrefetch(t *testing.T) {
+	runImportCases(t, []importCase{{
+		name: "zephyr-7b-beta SFT, full, FSDP1 with forward prefetch on 8 GPUs",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
+		opts: Options{GPUs: 8, Overrides: []string{"fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=1", "fsdp_config.fsdp_forward_prefetch=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none", fsdp_forward_prefetch = True))`,
+	}, {
+		name: "the same under FSDP2: the key changes nothing",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
+		opts: Options{GPUs: 8, Overrides: []string{"fsdp=full_shard auto_wrap", "fsdp_config.forward_prefetch=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+	}})
+}
