@@ -162,8 +162,8 @@ func (v *Lfm2VlVision) Image(h, w int64) Lfm2VlImage {
 // tensors lists the parameters, as the lowering registers them.
 func (v *Lfm2VlVision) tensors(fn tensorFn) {
 	d, u := v.Dim, v.Dim*v.Factor*v.Factor
-	fn("vision_tower.embeddings.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleConv)
-	fn("vision_tower.embeddings.patch_embedding.bias", []int64{d}, core.RoleConv)
+	fn("vision_tower.embeddings.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleLinear)
+	fn("vision_tower.embeddings.patch_embedding.bias", []int64{d}, core.RoleLinear)
 	fn("vision_tower.embeddings.position_embedding.weight", []int64{v.Positions, d}, core.RoleEmbed)
 	for i := int64(0); i < v.Layers; i++ {
 		encoderLayerTensors(fn, "vision_tower.encoder.layers."+core.Itoa(i)+".", siglipEncoderLayer, d, v.Inter, true)

@@ -113,7 +113,7 @@ func (v *Lfm2VlVision) embeddings(b *core.Builder, n, L int64, im Lfm2VlImage) c
 		b.Val(y).Grad = false
 		b.P.Held = append(b.P.Held, y)
 	}
-	h := b.Linear("patch_embedding", core.RoleConv, pix, pin, d, true)
+	h := b.Linear("patch_embedding", core.RoleLinear, pix, pin, d, true) // Siglip2's nn.Linear: all-linear, bitsandbytes and float8 reach it
 	b.Val(h).Shape = []int64{n, L, d}
 	var pos core.Value
 	if v.Before524 {

@@ -4,7 +4,7 @@
 # eager, fp32 or bf16, every layer checkpointed or not, torch 2.15.0, on the
 # CPU), for sim/glm4v_oracle_test.go.
 #
-#   /work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json COUNT HEIGHT WIDTH SEQ [video=FRAMES] [fps=F] [bf16] [ckpt] [eager] [atbackward] [list]
+#   /work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json COUNT HEIGHT WIDTH SEQ [video=FRAMES] [fps=F] [bf16] [ckpt] [eager] [atbackward] [list] [lora]
 #   /work/venv-t/bin/python glm4v.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta

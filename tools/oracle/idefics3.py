@@ -5,7 +5,7 @@
 # checkpointed or not, torch 2.15.0, on the CPU), for
 # sim/idefics3_vision_oracle_test.go.
 #
-#   /work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/idefics3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [longest=N] [nosplit]
+#   /work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/idefics3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [lora] [longest=N] [nosplit]
 #   /work/venv-t/bin/python idefics3.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta

@@ -4,7 +4,7 @@
 # bf16, every layer checkpointed or not, torch 2.15.0, on the CPU), for
 # sim/lfm2vl_vision_oracle_test.go.
 #
-#   /work/venv-t/bin/python lfm2vl.py ../../sim/testdata/hf/lfm2_vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [proc=FILE.json]
+#   /work/venv-t/bin/python lfm2vl.py ../../sim/testdata/hf/lfm2_vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [lora] [proc=FILE.json]
 #   /work/venv-t/bin/python lfm2vl.py CONFIG.json --params
 #   /work/venv-t/bin/python lfm2vl.py --tokens [proc=FILE.json] H W [H W ...]
 #

@@ -5,7 +5,7 @@
 # with Pixtral's tower (llava-pixtral-tiny.json, LlavaForConditionalGeneration:
 # no spatial_merge_size, LLaVA's projector) for sim/llava_pixtral_oracle_test.go.
 #
-#   /work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list]
+#   /work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [lora]
 #   /work/venv-t/bin/python mistral3vl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta

@@ -4,7 +4,7 @@
 # layer checkpointed or not, torch 2.15.0, on the CPU), for
 # sim/qwen2vl_vision_oracle_test.go.
 #
-#   /work/venv-t/bin/python qwen2vl.py ../../sim/testdata/hf/qwen2-vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list]
+#   /work/venv-t/bin/python qwen2vl.py ../../sim/testdata/hf/qwen2-vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [lora]
 #   /work/venv-t/bin/python qwen2vl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta

@@ -36,11 +36,17 @@ def load(argv):
 
 def train_model(cfg, extra):
     """The model in training mode: bf16 or fp32 ("bf16" in extra), every
-    GradientCheckpointingLayer checkpointed with "ckpt" (use_reentrant=False)."""
+    GradientCheckpointingLayer checkpointed with "ckpt" (use_reentrant=False),
+    wrapped with "lora" by PEFT's get_peft_model(LoraConfig(r=4, lora_alpha=8,
+    target_modules="all-linear")): the towers' and projectors' linears too,
+    fp32 adapters (sim/lora_towers_test.go)."""
     dtype = torch.bfloat16 if "bf16" in extra else torch.float32
     model = AutoModelForImageTextToText.from_config(cfg, dtype=dtype).train()
     if "ckpt" in extra:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if "lora" in extra:
+        import peft
+        model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear"))
     return model
 
 
