@@ -30,7 +30,6 @@ var allLinearGaps = map[string]struct {
 	gap int64  // memsh's trainable parameters less PEFT's
 	why string // the modules one adapts and the other does not
 }{
-	"glm4v-moe-tiny.json":           {-4832, "PEFT adapts the tower's patch_embed.proj, an nn.Conv3d (lora.Conv3d): on a model whose MoE targets it converts, all-linear becomes leaf names, and proj, the leaf name of nn.Linear modules, reaches it; memsh does not"},
 	"deepseek-v4-tiny.json":         {0, peftForwardFails},
 	"falcon-h1-tiny.json":           {0, peftRefusesMamba},
 	"falcon_mamba-tiny.json":        {0, peftRefusesMamba},

@@ -92,7 +92,7 @@ func TestLoRAIdleTowerAsPEFT(t *testing.T) {
 //	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 lora
 //	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/idefics3-tiny.json 1 50 70 128 lora
 //	/work/venv-t/bin/python qwen2vl.py ../../sim/testdata/hf/qwen2-vl-tiny.json {1 56 56 32,2 112 168 64} [bf16] lora
-//	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json 2 112 168 64 lora
+//	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/{glm4v-tiny,glm4v-moe-tiny}.json 2 112 168 64 lora
 //
 // (proc-tiny.json as TestLFM2VLImagesSaveAsTransformers writes it.)
 // LFM2-VL's include Siglip2's patch_embedding, an nn.Linear and so
@@ -125,6 +125,7 @@ func TestLoRATowersImagesSaveAsPEFT(t *testing.T) {
 		{"qwen2-vl-tiny.json", sdpa, 173_056, core.Images{Count: 2, Height: 112, Width: 168}, 64, "fp32", 985_920, -24_576},
 		{"qwen2-vl-tiny.json", sdpa, 173_056, core.Images{Count: 2, Height: 112, Width: 168}, 64, "bf16", 675_648, -24_576},
 		{"glm4v-tiny.json", sdpa, 203_808, core.Images{Count: 2, Height: 112, Width: 168}, 64, "fp32", 1_611_456, -49_152},
+		{"glm4v-moe-tiny.json", sdpa, 209_952, core.Images{Count: 2, Height: 112, Width: 168}, 64, "fp32", 2_295_744, -49_152},
 	} {
 		p := visionPlan(t, tc.config, tc.opts, tc.params, tc.precision)
 		p.Seq = tc.seq

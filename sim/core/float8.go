@@ -130,7 +130,7 @@ func (p *Plan) validateFloat8() error {
 // float8Converts reports whether a linear of this role becomes a
 // Float8Linear.
 func (b *Builder) float8Converts(role Role) bool {
-	return b.f8.On() && !b.f8.TE() && role != RoleLMHead && role != RoleLoRA && role != RoleAdapter && role != RoleConv
+	return b.f8.On() && !b.f8.TE() && role != RoleLMHead && role != RoleLoRA && role != RoleAdapter && role != RoleConv && role != RoleConvLeaf
 }
 
 // float8Linear lowers a Float8Linear; ok is false (nothing added) when the

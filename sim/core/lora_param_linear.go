@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memsh/memsh/sim/units"
@@ -94,4 +95,14 @@ func (b *Builder) refuseTPParamTarget() {
 		panic(LowerError{&units.Error{Path: b.Name("weight"), Msg: "lora: a target parameter reaches this tensor-parallel linear's weight; memsh does not model PEFT's ParamWrapper on a sharded linear",
 			Hint: "adapt the linear as a module (targets=), or train without tp"}})
 	}
+}
+
+// AllLinearByLeaf reports whether LoRA's all-linear reaches modules by
+// leaf name on this model: PEFT converts its targets
+// (_convert_peft_config_moe resolves all-linear to the leaf names of
+// every nn.Linear, _resolve_string_target_modules, peft 0.21.2), and a
+// leaf-name target matches any module whose path ends in it, a
+// convolution's too (RoleConvLeaf).
+func (b *Builder) AllLinearByLeaf() bool {
+	return b.Lora != nil && slices.Contains(b.Lora.Targets, "all-linear") && !b.peftExperts().none()
 }

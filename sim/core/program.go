@@ -415,6 +415,14 @@ const (
 	// modules only, so it gets no adapter, stays unquantized and in its
 	// dtype.
 	RoleConv Role = "conv"
+	// RoleConvLeaf is a convolution that LoRA's all-linear reaches by its
+	// leaf name: on a model whose targets PEFT converts (lora_experts.go)
+	// all-linear becomes the leaf names of every nn.Linear, and a
+	// convolution of the same leaf name gets PEFT's lora.Conv2d or Conv3d
+	// (GLM-4.5V's patch_embed.proj, its blocks' attn.proj being
+	// nn.Linear; Builder.AllLinearByLeaf). Quantization and float8 leave
+	// it as they leave RoleConv.
+	RoleConvLeaf Role = "conv-leaf"
 )
 
 // BatchValues are the tensors the caller loads as the step's batch: the

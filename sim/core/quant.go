@@ -87,7 +87,7 @@ func (b *Builder) Quantizes(role Role) bool { return b.quantizes(role) }
 // (decided before its weight is registered: the weight must be frozen).
 func (b *Builder) quantizes(role Role) bool {
 	ft := b.Ft
-	if ft == nil || ft.quant == "" || role == RoleLoRA || role == RoleAdapter || role == RoleConv {
+	if ft == nil || ft.quant == "" || role == RoleLoRA || role == RoleAdapter || role == RoleConv || role == RoleConvLeaf {
 		return false
 	}
 	if role == RoleLMHead && !ft.quantHead {

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 )
@@ -161,5 +162,26 @@ func (v *Glm4vVisionTower) registerIdle(b *core.Builder) {
 	if v.AttnBias {
 		n += v.Depth
 	}
-	registerTensors(b, n, v.tensors)
+	conv := convRole(b)
+	registerTensors(b, n, func(fn tensorFn) {
+		v.tensors(func(name string, shape []int64, role core.Role) {
+			if strings.HasPrefix(name, "patch_embed.proj.") {
+				role = conv // not downsample, a Conv2d whose leaf name no nn.Linear has
+			}
+			fn(name, shape, role)
+		})
+	})
+}
+
+// convRole is the role of the tower's patch_embed.proj, a Conv3d:
+// RoleConvLeaf where LoRA's all-linear reaches it by its leaf name, proj
+// being the leaf name of the blocks' attn.proj and the merger's proj,
+// nn.Linear modules (GLM-4.5V, glm4v_moe, whose targets PEFT converts:
+// lora.Conv3d, lora_A [r, C, T, P, P], lora_B [out, r, 1, 1, 1], the
+// matmul's adapter in another shape); else RoleConv.
+func convRole(b *core.Builder) core.Role {
+	if b.AllLinearByLeaf() {
+		return core.RoleConvLeaf
+	}
+	return core.RoleConv
 }

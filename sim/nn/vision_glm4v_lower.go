@@ -34,7 +34,7 @@ func (v *Glm4vVisionTower) run(b *core.Builder, in visualInput) core.Value {
 	widest := max(v.patchIn(), 3*v.Dim, v.TextDim, v.mergedDim(), v.Inter)
 	// The processor's pixel patches, fp32, on the device for the step.
 	patches, pix := imagePatches(b, in, perImage, v.patchIn(), widest, units.FP32)
-	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
+	h := b.Linear("patch_embed.proj", convRole(b), b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
 	h = b.RmsNorm("post_conv_layernorm", h, v.Dim)
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rotary_pos_emb", patches, v.Dim/v.Heads)
