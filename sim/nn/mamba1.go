@@ -232,6 +232,11 @@ func (m *Mamba) lowerFused(b *core.Builder, x core.Value, batch, L int64) core.V
 		if p.bias {
 			ps = append(ps, b.Param("bias", p.shape[:1], core.RoleLinear))
 		}
+		// LoRA on the module (a name target PEFT takes on Mamba, x_proj or
+		// dt_proj; out_proj it refuses): mamba_inner_fn reads the weight
+		// itself (self.x_proj.weight, ... in MambaMixer.cuda_kernels_forward,
+		// transformers 5.25.0), so the adapter exists and is never called.
+		b.IdleAdapter(core.RoleLinear, p.shape[1], p.shape[0])
 		done()
 	}
 	d := b.Param("D", []int64{I}, core.RoleLinear)
