@@ -39,10 +39,11 @@ func (v *Glm4vVisionTower) run(b *core.Builder, in visualInput) core.Value {
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rotary_pos_emb", patches, v.Dim/v.Heads)
 	h, sample := v.positions(b, h, patches)
+	blocks := int32(len(b.P.Ops))
 	h = b.LowerChild(v.blocks(perImage), h)
 	// The ropes' tables live until the first block's backward, which runs
 	// just before the position embedding's: saved with it.
-	b.Save(sample, cos, sin)
+	saveRopeTables(b, sample, blocks, cos, sin)
 	h = b.RmsNorm("post_layernorm", h, v.Dim)
 	// downsample: merge x merge patches side by side (a view of the norm's
 	// output, which the convolution saves), one output a group.

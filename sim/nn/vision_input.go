@@ -39,6 +39,28 @@ func rotaryTables(b *core.Builder, name string, patches, hd int64) (cos, sin cor
 	return cos, sin
 }
 
+// saveRopeTables saves a tower's rope tables cos and sin, which every
+// block's rope keeps and which live until the first block's backward,
+// with anchor, the op before the blocks whose backward runs just after
+// it. Under LoRA the op before the blocks may have no backward (a frozen
+// patch or position embedding over inputs needing no gradient) while the
+// blocks' ropes have one (their q and k come from adapted projections):
+// then the tables go with the first of the blocks' ops, from blocksFrom
+// on, that has a backward, which runs after the first rope's (PyTorch
+// keeps them then: tools/oracle/qwen2vl.py with lora).
+func saveRopeTables(b *core.Builder, anchor, blocksFrom int32, cos, sin core.Value) {
+	if b.P.HasBackward(b.Op(anchor)) {
+		b.Save(anchor, cos, sin)
+		return
+	}
+	for i := blocksFrom; i < int32(len(b.P.Ops)); i++ {
+		if b.P.HasBackward(b.Op(i)) && len(b.Op(i).Out) > 0 {
+			b.Save(i, cos, sin)
+			return
+		}
+	}
+}
+
 // joinImageTokens puts the image tokens h in place of the placeholders of
 // the text embeddings x (masked_scatter), and returns the joined
 // embeddings and the placeholder mask the scatter saves.

@@ -79,8 +79,9 @@ func (v *VisionTower) run(b *core.Builder, in visualInput) core.Value {
 		// hidden_states[window_index]: the patches in window order.
 		first, h = indexCopy(b, "window_index", h, patches/(v.Merge*v.Merge))
 	}
+	blocks := int32(len(b.P.Ops))
 	h = b.LowerChild(v.blocks(gh, gw), h)
-	b.Save(first, cos, sin)
+	saveRopeTables(b, first, blocks, cos, sin)
 	// merger: ln_q, then merge x merge patches side by side (a view).
 	done := b.Scope("merger")
 	if v.Qwen2VL {

@@ -54,10 +54,11 @@ func (v *Qwen3VisionTower) run(b *core.Builder, in visualInput) (core.Value, []c
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rotary_pos_emb", patches, v.Dim/v.Heads)
 	b.Deepstack = &core.DeepstackStates{}
+	blocks := int32(len(b.P.Ops))
 	h = b.LowerChild(v.blocks(perImage), h)
 	// The ropes' tables live until the first block's backward, which runs
 	// just before the position embedding's: saved with it.
-	b.Save(interp, cos, sin)
+	saveRopeTables(b, interp, blocks, cos, sin)
 	feats := b.Deepstack.Feats
 	for j, f := range feats {
 		feats[j] = v.merger(b, "deepstack_merger_list."+core.Itoa(int64(j)), f, patches, true)
