@@ -73,7 +73,11 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	}
 	i := b.AddOp("matmul", "", ins, params...)
 	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, b.Concat("output of linear ", b.Name("")))
-	if b.Trainable(w) {
+	if b.Trainable(w) || (isConv(role) && b.Grad(xin)) {
+		// a convolution keeps its input whenever it has a backward:
+		// convolution_backward is one formula for the input's, the
+		// weight's and the bias's gradients (derivatives.yaml), so
+		// autograd saves input and weight together, a frozen weight's too
 		b.Save(i, xin)
 	}
 	if b.Grad(xin) {
@@ -87,6 +91,10 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	}
 	return y
 }
+
+// isConv reports whether role is a convolution lowered as the matmul it
+// is (RoleConv, RoleConvLeaf).
+func isConv(role Role) bool { return role == RoleConv || role == RoleConvLeaf }
 
 // unary lowers an elementwise op. saveIn/saveOut follow derivatives.yaml
 // (gelu and silu save self, relu and sigmoid save result).
