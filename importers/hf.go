@@ -690,6 +690,39 @@ func hfFSDPVersion(t *tree) (int64, error) {
 // absent (setdefault, training_args.py 5.25.0 l.2916-2932); legacy says
 // the fsdp option was shard_grad_op.
 func hfReshardAfterForward(t *tree, version int64, legacy bool) (bool, error) {
+	keep, err := hfTrainerReshard(t, version, legacy)
+	if err != nil || !keep || version != 1 {
+		return keep, err
+	}
+	// accelerate 1.16 builds FSDP1 with its plugin's sharding_strategy, read
+	// from FSDP_SHARDING_STRATEGY (FULL_SHARD unless the launcher exports
+	// another), before the Trainer's reshard_after_forward (accelerator.py
+	// l.1919: sharding_strategy or reshard_after_forward): under
+	// transformers 5, which passes the strategy only as
+	// reshard_after_forward, FSDP1 runs FULL_SHARD unless an accelerate
+	// config says SHARD_GRAD_OP (accelerate_config=, hf_accelerate.go).
+	// Transformers 4.x exports the variable itself (4.57.1
+	// training_args.py l.2011-2016).
+	key := hfFSDPKey(t, "reshard_after_forward")
+	_, major, err := hfTransformers(t)
+	if err != nil {
+		return false, err
+	}
+	if major == 4 || strings.HasPrefix(t.from[key], "accelerate_config.") {
+		return true, nil
+	}
+	said := key
+	if legacy {
+		said = "fsdp"
+	}
+	t.notModelled = append(t.notModelled, said+": shard_grad_op under FSDP1 changes nothing with transformers 5: accelerate 1.16 runs FSDP_SHARDING_STRATEGY's "+
+		"FULL_SHARD (accelerator.py l.1919), which memsh replays; an accelerate config's fsdp_sharding_strategy SHARD_GRAD_OP (accelerate_config=) keeps the parameters gathered")
+	return false, nil
+}
+
+// hfTrainerReshard is what the Trainer's own keys say of resharding
+// (hfReshardAfterForward).
+func hfTrainerReshard(t *tree, version int64, legacy bool) (bool, error) {
 	key := hfFSDPKey(t, "reshard_after_forward")
 	v, _ := t.get(key)
 	switch x := v.(type) {

@@ -257,12 +257,22 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		hand: `plan = train(hf_config("mistral.json", attn = "flash", transformers = "5.9.0"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
-		name:  "fsdp: true (transformers 5) with shard_grad_op as fsdp_config's reshard_after_forward: FSDP1 keeps the parameters gathered to the backward",
+		name:  "fsdp: true (transformers 5) with shard_grad_op as FSDP1's reshard_after_forward: accelerate runs FSDP_SHARDING_STRATEGY's FULL_SHARD, said",
 		file:  "hf/zephyr_sft_full.yaml",
 		step:  hfStep(2, 1, 8, 4096),
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=true", "fsdp_config.version=1", "fsdp_config.reshard_after_forward=shard_grad_op", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		notModelled: []string{"fsdp_config.reshard_after_forward: shard_grad_op under FSDP1 changes nothing with transformers 5: accelerate 1.16 runs FSDP_SHARDING_STRATEGY's " +
+			"FULL_SHARD (accelerator.py l.1919), which memsh replays; an accelerate config's fsdp_sharding_strategy SHARD_GRAD_OP (accelerate_config=) keeps the parameters gathered"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
+             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+	}, {
+		name:  "the legacy fsdp option shard_grad_op under transformers 4.57 (FSDP1): the Trainer exports FSDP_SHARDING_STRATEGY, the parameters stay gathered",
+		file:  "hf/zephyr_sft_full.yaml",
+		step:  hfStep(2, 1, 8, 4096),
+		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=shard_grad_op auto_wrap", "memsh.transformers=4.57.1", "torch_dtype=bfloat16", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
+		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		hand: `plan = train(hf_config("mistral.json", attn = "flash", transformers = "4.57.1"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, reshard_after_forward = False, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name:  "the legacy fsdp option shard_grad_op under FSDP2: reshard_after_forward false",
