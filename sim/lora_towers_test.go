@@ -93,6 +93,12 @@ func TestLoRAIdleTowerAsPEFT(t *testing.T) {
 //	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/idefics3-tiny.json 1 50 70 128 lora
 //	/work/venv-t/bin/python qwen2vl.py ../../sim/testdata/hf/qwen2-vl-tiny.json {1 56 56 32,2 112 168 64} [bf16] lora
 //	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/{glm4v-tiny,glm4v-moe-tiny}.json 2 112 168 64 lora
+//	/work/venv-t/bin/python qwen2vl.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json 2 112 168 64 lora
+//	/work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-tiny.json 2 56 112 64 lora
+//	/work/venv-t/bin/python idefics3.py ../../sim/testdata/hf/smolvlm-tiny.json 1 50 70 128 lora
+//	/work/venv-t/bin/python llava_next.py ../../sim/testdata/hf/llava-next-tiny.json 1 112 112 128 lora
+//	/work/venv-t/bin/python llava_next.py ../../sim/testdata/hf/llava-onevision-tiny.json 1 240 240 256 lora
+//	/work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json 2 96 128 64 lora
 //
 // (proc-tiny.json as TestLFM2VLImagesSaveAsTransformers writes it.)
 // LFM2-VL's include Siglip2's patch_embedding, an nn.Linear and so
@@ -127,10 +133,41 @@ func TestLoRATowersImagesSaveAsPEFT(t *testing.T) {
 		{"qwen2-vl-tiny.json", sdpa, 173_056, core.Images{Count: 2, Height: 112, Width: 168}, 64, "bf16", 675_648},
 		{"glm4v-tiny.json", sdpa, 203_808, core.Images{Count: 2, Height: 112, Width: 168}, 64, "fp32", 1_611_456},
 		{"glm4v-moe-tiny.json", sdpa, 209_952, core.Images{Count: 2, Height: 112, Width: 168}, 64, "fp32", 2_295_744},
+		{"qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, core.Images{Count: 2, Height: 112, Width: 168}, 64, "fp32", 2_058_432},
+		{"internvl-tiny.json", sdpa, 254_688, core.Images{Count: 2, Height: 56, Width: 112}, 64, "fp32", 380_112},
+		{"smolvlm-tiny.json", sdpa, 170_592, core.Images{Count: 1, Height: 50, Width: 70}, 128, "fp32", 2_896_320},
+		{"llava-next-tiny.json", sdpa, 256_608, core.Images{Count: 1, Height: 112, Width: 112}, 128, "fp32", 402_008},
+		{"llava-onevision-tiny.json", sdpa, 256_768, core.Images{Count: 1, Height: 240, Width: 240}, 256, "fp32", 1_570_432},
+		{"qwen3-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 290_624, core.Images{Count: 2, Height: 96, Width: 128}, 64, "fp32", 913_344},
 	} {
 		p := visionPlan(t, tc.config, tc.opts, tc.params, tc.precision)
 		p.Seq = tc.seq
 		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}
 		checkImagesSave(t, tc.config+" "+tc.precision, p, tc.im, tc.want)
 	}
+}
+
+// Gemma 3's tower under LoRA, as TestGemma3VisionSavesAsTransformers lays
+// it out (2 images of 512 x 384 pixels, 64 tokens, fp32, the CPU
+// runtime): what the images add,
+//
+//	/work/venv-t/bin/python gemma3vl.py ../../sim/testdata/hf/gemma3-vl-tiny.json 2 64 lora
+//
+// 1,848,128 bytes (transformers 5.25.0, peft 0.21.2, torch 2.15.0).
+func TestLoRAGemma3TowerImagesSaveAsPEFT(t *testing.T) {
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.FromConfigOptions(readHF(t, "gemma3-vl-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	p.Runtime, p.Seq = cpu, 64
+	if p.Precision, err = core.LookupPrecision("fp32"); err != nil {
+		t.Fatal(err)
+	}
+	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}
+	checkImagesSave(t, "gemma3-vl-tiny.json fp32", p, core.Images{Count: 2, Height: 512, Width: 384}, 1_848_128)
 }

@@ -2,7 +2,7 @@
 # SigLIP vision tower (Gemma3ForConditionalGeneration, sdpa or eager, fp32 or
 # bf16, on the CPU), for sim/vision_gemma3_oracle_test.go.
 #
-#   /work/venv-t/bin/python gemma3vl.py ../../sim/testdata/hf/gemma3-vl-tiny.json COUNT SEQ [bf16] [eager] [list]
+#   /work/venv-t/bin/python gemma3vl.py ../../sim/testdata/hf/gemma3-vl-tiny.json COUNT SEQ [bf16] [eager] [list] [lora]
 #   /work/venv-t/bin/python gemma3vl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta
@@ -48,6 +48,9 @@ model = AutoModelForImageTextToText.from_config(cfg)
 if "bf16" in extra:
     model = model.to(torch.bfloat16)
 model = model.train()
+if "lora" in extra:  # PEFT's all-linear (r=4, alpha=8, fp32 adapters), the tower's linears too
+    import peft
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear"))
 side = cfg.vision_config.image_size
 tokens = cfg.mm_tokens_per_image
 ids = [10 + i % 150 for i in range(seq)]

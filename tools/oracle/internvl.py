@@ -3,7 +3,7 @@
 # projector, a Qwen2 or Qwen3 text model; sdpa or eager, torch 2.15.0, on
 # the CPU), for sim/internvl_vision_oracle_test.go.
 #
-#   /work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list]
+#   /work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list] [lora]
 #   /work/venv-t/bin/python internvl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta

@@ -5,7 +5,7 @@
 # 2.15.0, on the CPU, for sim/llava_next_oracle_test.go.
 #
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --params
-#   /work/venv-t/bin/python llava_next.py CONFIG.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [held] [list] [grads]
+#   /work/venv-t/bin/python llava_next.py CONFIG.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [held] [list] [grads] [lora]
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --tokens HxW ...
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --video COUNT FRAMES SEQ [bf16] [ckpt] [eager] [images=N]
 #

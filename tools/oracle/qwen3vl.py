@@ -3,7 +3,7 @@
 # Qwen3VLMoeForConditionalGeneration / Qwen3_5ForConditionalGeneration,
 # sdpa, fp32, torch 2.15.0, on the CPU), for sim/vision_qwen3_oracle_test.go.
 #
-#   /work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [list]
+#   /work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [list] [lora]
 #   /work/venv-t/bin/python qwen3vl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta
@@ -47,6 +47,9 @@ model = AutoModelForImageTextToText.from_config(cfg)
 if "bf16" in extra:
     model = model.to(torch.bfloat16)
 model = model.train()
+if "lora" in extra:  # PEFT's all-linear (r=4, alpha=8, fp32 adapters), the tower's and merger's linears too
+    import peft
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear"))
 input_ids, mm_types, pixels, grid, (gh, gw, tokens) = image_inputs(raw, count, height, width, seq)
 per_image = gh * gw
 params = {p.data_ptr() for p in model.parameters()}
