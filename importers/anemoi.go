@@ -250,8 +250,6 @@ func anemoiLayout(t *tree, o Options, p *plan, perGroup int64) error {
 		args = append(args, kw("cp", num(perModel)), kw("cp_mode", str("ulysses")))
 	}
 	p.set("parallel", call("parallel", args...))
-	if o.Nodes > 1 {
-		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
-	}
+	p.cluster(o)
 	return nil
 }

@@ -401,8 +401,6 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 	if paramDev != "" {
 		p.offload(kw("params", str(paramDev)))
 	}
-	if o.Nodes > 1 {
-		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
-	}
+	p.cluster(o)
 	return nil
 }

@@ -180,9 +180,7 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	if offload {
 		p.offload(kw("params", str("cpu")))
 	}
-	if o.Nodes > 1 {
-		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
-	}
+	p.cluster(o)
 	return nil
 }
 

@@ -526,9 +526,7 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool)
 		}
 	}
 	p.set("parallel", call("parallel", args...))
-	if o.Nodes > 1 {
-		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
-	}
+	p.cluster(o)
 	return nil
 }
 

@@ -48,6 +48,14 @@ func (p *plan) reset(key, expr string) {
 	p.set(key, expr)
 }
 
+// cluster sets train(cluster=) for a job over several nodes: o.Nodes of
+// o.GPUs each.
+func (p *plan) cluster(o Options) {
+	if o.Nodes > 1 {
+		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
+	}
+}
+
 // offload adds a keyword to the plan's offload(...), made on first use.
 func (p *plan) offload(a string) {
 	for i, x := range p.train {

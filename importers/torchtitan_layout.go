@@ -192,8 +192,6 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	} else if offload {
 		t.notModelled = append(t.notModelled, "training.enable_cpu_offload: FSDP2's CPU offload, without a sharded data-parallel degree")
 	}
-	if o.Nodes > 1 {
-		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
-	}
+	p.cluster(o)
 	return nil
 }

@@ -525,9 +525,7 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if cpuOffload {
 		p.offload(kw("params", str("cpu")))
 	}
-	if o.Nodes > 1 {
-		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
-	}
+	p.cluster(o)
 	return nil
 }
 
