@@ -231,6 +231,11 @@ print(simulate(train(m, members = 2, members_mode = "sequential", validation = T
 	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[1]d), vocab = 100)
 print(search(m, gpus = %[2]d, global_batch = %[3]d, seq = %[4]d, nodes = %[5]d, gpus_per_node = %[6]d, top = %[7]d, max_layouts = %[8]d))
 `,
+	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), 2), vocab = 100)
+p = parallel(dp = %[1]d, zero = %[2]d, reduce_bucket_size = %[3]d, stage3_prefetch_bucket_size = %[4]d,
+             stage3_param_persistence_threshold = %[5]d, stage3_max_live_parameters = %[6]d)
+print(simulate(train(m, batch = %[7]d, seq = %[8]d, parallel = p)).summary)
+`,
 }
 
 // FuzzScriptKnobs fills knobTemplates with arbitrary numbers: every input
