@@ -65,10 +65,11 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
              gpu = "H100-80GB", parallel = parallel(dp = 2, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"),
              offload = offload(params = "cpu"))`,
 	}, {
-		name: "the Trainer's own fsdp under fsdp.yaml: its plugin's FSDP2 (transformers 5.10 and later), the config's FSDP1 fields unread",
-		file: "hf/zephyr_sft_full.yaml",
-		step: hfStep(16, 1, 8, 2048),
-		opts: Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml", "fsdp=full_shard auto_wrap"}, ReadFile: accelerateFiles},
+		name:        "the Trainer's own fsdp under fsdp.yaml: its plugin's FSDP2 (transformers 5.10 and later), the config's FSDP1 fields unread",
+		file:        "hf/zephyr_sft_full.yaml",
+		step:        hfStep(16, 1, 8, 2048),
+		opts:        Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml", "fsdp=full_shard auto_wrap"}, ReadFile: accelerateFiles},
+		notModelled: []string{hfFSDPVersionUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,

@@ -68,6 +68,12 @@ func hfLayout(t *tree, o Options, p *plan) error {
 		if keep, err = hfReshardAfterForward(t, version, keep); err != nil {
 			return err
 		}
+		if v, _ := t.get(hfFSDPKey(t, "version")); v == nil { // the release decides (hfFSDPVersion): say which was assumed
+			if release, _, _ := hfTransformers(t); release == "" {
+				t.notModelled = append(t.notModelled, "fsdp_config.version: unset, so transformers 5.10 and later run FSDP2 "+
+					"(4.x and 5.0-5.9 FSDP1: memsh.transformers=4.57.1 says a 4.x run, or set fsdp_config.version)")
+			}
+		}
 	}
 	gpus := o.GPUs * o.Nodes
 	if gpus == 1 && !fsdp {

@@ -13,6 +13,11 @@ import (
 // accumulation, max_seq_length / max_length, gradient checkpointing, the
 // Trainer's default optimizer (adamw_torch_fused), and for QLoRA the 4-bit
 // base under PEFT's adapters with the norms peft keeps in fp32.
+// hfFSDPVersionUnset is the note for a run under FSDP that says neither its
+// FSDP version nor its transformers release.
+const hfFSDPVersionUnset = "fsdp_config.version: unset, so transformers 5.10 and later run FSDP2 (4.x and 5.0-5.9 FSDP1: " +
+	"memsh.transformers=4.57.1 says a 4.x run, or set fsdp_config.version)"
+
 // hfDtypeUnset is the note for a run that does not say the model's dtype.
 const hfDtypeUnset = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x float32: memsh.transformers=4.57.1 says a 4.x run), which memsh reads as float32 without the model's config.json: pass --model config.json, or set torch_dtype (or dtype)"
 
@@ -241,11 +246,12 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
              loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB")`,
 	}, {
-		name:  "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW: FSDP2, transformers 5.10+'s default",
-		file:  "hf/zephyr_sft_full.yaml",
-		step:  hfStep(2, 1, 8, 4096),
-		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
-		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		name:        "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW: FSDP2, transformers 5.10+'s default",
+		notModelled: []string{hfFSDPVersionUnset},
+		file:        "hf/zephyr_sft_full.yaml",
+		step:        hfStep(2, 1, 8, 4096),
+		opts:        Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
+		files:       map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}, {
@@ -275,11 +281,12 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		hand: `plan = train(hf_config("mistral.json", attn = "flash", transformers = "4.57.1"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, reshard_after_forward = False, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
-		name:  "the legacy fsdp option shard_grad_op under FSDP2: reshard_after_forward false",
-		file:  "hf/zephyr_sft_full.yaml",
-		step:  hfStep(2, 1, 8, 4096),
-		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=shard_grad_op auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
-		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		name:        "the legacy fsdp option shard_grad_op under FSDP2: reshard_after_forward false",
+		notModelled: []string{hfFSDPVersionUnset},
+		file:        "hf/zephyr_sft_full.yaml",
+		step:        hfStep(2, 1, 8, 4096),
+		opts:        Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=shard_grad_op auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
+		files:       map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reshard_after_forward = False))`,
 	}, {
@@ -351,10 +358,11 @@ func TestHFFSDP1ForwardPrefetch(t *testing.T) {
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none", fsdp_forward_prefetch = True))`,
 	}, {
-		name: "the same under FSDP2: the key changes nothing",
-		file: "hf/zephyr_sft_full.yaml",
-		step: hfStep(16, 1, 8, 2048),
-		opts: Options{GPUs: 8, Overrides: []string{"fsdp=full_shard auto_wrap", "fsdp_config.forward_prefetch=true"}},
+		name:        "the same under FSDP2: the key changes nothing",
+		file:        "hf/zephyr_sft_full.yaml",
+		step:        hfStep(16, 1, 8, 2048),
+		opts:        Options{GPUs: 8, Overrides: []string{"fsdp=full_shard auto_wrap", "fsdp_config.forward_prefetch=true"}},
+		notModelled: []string{hfFSDPVersionUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
