@@ -78,24 +78,12 @@ func TestCohere2MoeConfig(t *testing.T) {
 	// 96; sparse: the router 4 x 64, 4 experts and a shared one of 3 x 64
 	// x 32. Tied embeddings 256 x 64, the final norm 64.
 	const attn, dense, sparse, rest = 2*64*64 + 2*64*32 + 64, 3 * 64 * 96, 4*64 + 5*3*64*32, 256*64 + 64
-	for _, tc := range []struct {
-		name, from, to string
-		want           int64
-	}{
+	checkEditedParams(t, tiny, []configEdit{
 		{"the file", "", "", 3*attn + dense + 2*sparse + rest},
 		{"mlp_layer_types", `"first_k_dense_replace": 1,`, `"first_k_dense_replace": 1, "mlp_layer_types": ["sparse", "dense", "dense"],`, 3*attn + 2*dense + sparse + rest},
 		{"no dense prefix", `"first_k_dense_replace": 1,`, ``, 3*attn + 3*sparse + rest},
 		{"no shared expert", `"num_shared_experts": 1`, `"num_shared_experts": 0`, 3*attn + dense + 2*(sparse-3*64*32) + rest},
-	} {
-		m, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := m.Params(); got != tc.want {
-			t.Errorf("%s: %d parameters, want %d", tc.name, got, tc.want)
-		}
-	}
+	})
 	checkHasParams(t, tiny, "model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.gate.weight",
 		"model.layers.1.mlp.experts.gate_up_proj", "model.layers.2.mlp.shared_experts.down_proj.weight",
 		"model.layers.0.input_layernorm.weight", "model.norm.weight")

@@ -93,24 +93,12 @@ func TestDbrxConfig(t *testing.T) {
 	// norms of 64, the router 8 x 64, w1, v1 and w2 of 8 x 32 x 64 each;
 	// wte and lm_head 100 x 64, norm_f 64.
 	const block = 64*128 + 64*64 + 2*64 + 8*64 + 3*8*32*64
-	for _, tc := range []struct {
-		name, from, to string
-		want           int64
-	}{
+	checkEditedParams(t, tiny, []configEdit{
 		{"the file", "", "", 3*block + 2*100*64 + 64},
 		{"ffn_hidden_size 48", `"ffn_hidden_size": 32`, `"ffn_hidden_size": 48`, 3*(block+3*8*16*64) + 2*100*64 + 64},
 		{"one kv head by default", `"kv_n_heads": 2, `, ``, 3*(block-2*16*64) + 2*100*64 + 64},
 		{"DbrxFFNConfig's defaults", `"ffn_hidden_size": 32, "moe_num_experts": 8, "moe_top_k": 2, `, ``, 3*(block-8*64-3*8*32*64+4*64+3*4*3584*64) + 2*100*64 + 64},
-	} {
-		m, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := m.Params(); got != tc.want {
-			t.Errorf("%s: %d parameters, want %d", tc.name, got, tc.want)
-		}
-	}
+	})
 	// dbrx-instruct.json: DBRX Instruct's (and Base's) published sizes
 	// (40 blocks of 6144, 48 heads, 8 kv heads, 16 experts of 10,752, 4
 	// a token, 100,352 untied embeddings), moe_jitter_eps and

@@ -80,10 +80,7 @@ func TestHYV3Config(t *testing.T) {
 		t.Errorf("transformers 5.5.4: error %v, want one naming 5.6", err)
 	}
 	const end = `"tie_word_embeddings": false`
-	for _, tc := range []struct {
-		name, from, to string
-		want           int64
-	}{
+	checkEditedParams(t, tiny, []configEdit{
 		{"the file", "", "", 180_256},
 		{"attention_bias", end, end + `, "attention_bias": true`, 180_832},
 		{"mlp_bias", end, end + `, "mlp_bias": true`, 180_768},
@@ -93,27 +90,13 @@ func TestHYV3Config(t *testing.T) {
 		{"num_shared_experts 0", `"num_shared_experts": 1`, `"num_shared_experts": 0`, 204_832},
 		{"all sparse", end, end + `, "mlp_layer_types": ["sparse", "sparse", "sparse"]`, 217_632},
 		{"first_k_dense_replace unread", end, end + `, "first_k_dense_replace": 2`, 180_256},
-	} {
-		m, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := m.Params(); got != tc.want {
-			t.Errorf("%s: %d parameters, want %d", tc.name, got, tc.want)
-		}
-	}
-	for _, tc := range []struct{ name, from, to, key string }{
+	})
+	checkEditedRefused(t, tiny, []configRefusal{
 		{"num_shared_experts null", `"num_shared_experts": 1`, `"num_shared_experts": null`, "num_shared_experts"},
 		{"both expert counts", `"num_experts": 8`, `"num_experts": 8, "num_local_experts": 8`, "num_local_experts"},
 		{"a malformed mlp_layer_types", end, end + `, "mlp_layer_types": ["dense", "moe", "sparse"]`, "mlp_layer_types"},
 		{"top-k past the experts", `"num_experts_per_tok": 2`, `"num_experts_per_tok": 9`, "num_experts_per_tok"},
-	} {
-		_, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err == nil || !strings.Contains(err.Error(), tc.key) {
-			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.key)
-		}
-	}
+	})
 	// hy3.json: tencent/Hy3's config.json sizes (80 layers of 4096, 64
 	// heads of 128, 8 kv heads, layer 0 dense of 13,312, then 192 experts
 	// of 1536, 8 a token, one shared; 120,832 untied embeddings), as a

@@ -89,10 +89,7 @@ func TestLagunaConfig(t *testing.T) {
 		t.Errorf("transformers 5.6.0: error %v, want one naming 5.7", err)
 	}
 	const end = `"tie_word_embeddings": false`
-	for _, tc := range []struct {
-		name, from, to string
-		want           int64
-	}{
+	checkEditedParams(t, tiny, []configEdit{
 		{"the file", "", "", 189_488},
 		{"attention_bias", end, end + `, "attention_bias": true`, 190_128},
 		{"per-element", `"gating": true`, `"gating": "per-element"`, 204_848},
@@ -100,17 +97,8 @@ func TestLagunaConfig(t *testing.T) {
 		{"heads default", `"num_attention_heads_per_layer": [4, 8, 4],`, ``, 181_040},
 		{"all sparse", end, end + `, "mlp_layer_types": ["sparse", "sparse", "sparse"]`, 226_872},
 		{"no layer_types", `"layer_types": ["sliding_attention", "full_attention", "sliding_attention"],`, ``, 189_488},
-	} {
-		m, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := m.Params(); got != tc.want {
-			t.Errorf("%s: %d parameters, want %d", tc.name, got, tc.want)
-		}
-	}
-	for _, tc := range []struct{ name, from, to, key string }{
+	})
+	checkEditedRefused(t, tiny, []configRefusal{
 		{"softcapping", end, end + `, "moe_router_logit_softcapping": 30.0`, "moe_router_logit_softcapping"},
 		{"router weight on input", end, end + `, "moe_apply_router_weight_on_input": true`, "moe_apply_router_weight_on_input"},
 		{"gating", `"gating": true`, `"gating": "per-token"`, "gating"},
@@ -118,12 +106,7 @@ func TestLagunaConfig(t *testing.T) {
 		{"heads not dividing kv", `[4, 8, 4]`, `[4, 7, 4]`, "7"},
 		{"flat rope_parameters", end, end + `, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}`, "rope_parameters"},
 		{"top-k past the experts", `"num_experts_per_tok": 2`, `"num_experts_per_tok": 9`, "num_experts_per_tok"},
-	} {
-		_, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err == nil || !strings.Contains(err.Error(), tc.key) {
-			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.key)
-		}
-	}
+	})
 	// laguna-xs2.json: Laguna XS.2's sizes as a public MLX adapter's test
 	// fixture writes its config.json (40 layers of 2048, heads of 128 over
 	// 8 kv heads, 48 query heads in the full layers (every fourth, from

@@ -122,10 +122,7 @@ func TestLFM2Config(t *testing.T) {
 	// attention layer: q and out_proj 64 x 64, k and v 64 x 32, two norms
 	// of 16. Each layer: two norms of 64 and an MLP of 3 x 64 x 256.
 	const conv, attn, ffn, embed = 64*192 + 64*3 + 64*64, 2*64*64 + 2*64*32 + 2*16, 2*64 + 3*64*256, 256 * 64
-	for _, tc := range []struct {
-		name, from, to string
-		want           int64
-	}{
+	checkEditedParams(t, tiny, []configEdit{
 		{"the file", "", "", 2*conv + attn + 3*ffn + embed + 64},
 		{"intermediate_size loses to block_ff_dim", `"block_ff_dim": 384`, `"block_ff_dim": 384, "intermediate_size": 999`, 2*conv + attn + 3*ffn + embed + 64},
 		{"tie_embedding false unties", `"tie_embedding": true`, `"tie_embedding": false, "tie_word_embeddings": true`, 2*conv + attn + 3*ffn + 2*embed + 64},
@@ -133,16 +130,7 @@ func TestLFM2Config(t *testing.T) {
 		{"every layer attention", `"layer_types": ["conv", "full_attention", "conv"]`, `"full_attn_idxs": null`, 3*attn + 3*ffn + embed + 64},
 		{"no auto adjust", `"block_auto_adjust_ff_dim": true`, `"block_auto_adjust_ff_dim": false`, 2*conv + attn + 3*(2*64+3*64*384) + embed + 64},
 		{"conv_bias", `"conv_bias": false`, `"conv_bias": true`, 2*(conv+5*64) + attn + 3*ffn + embed + 64},
-	} {
-		m, err := hf.FromConfig([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), "sdpa")
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := m.Params(); got != tc.want {
-			t.Errorf("%s: %d parameters, want %d", tc.name, got, tc.want)
-		}
-	}
+	})
 	m, err := hf.FromConfig([]byte(tiny), "sdpa")
 	if err != nil {
 		t.Fatal(err)
