@@ -146,15 +146,3 @@ func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err erro
 	t.notModelled = append(t.notModelled, what+": "+o.Model+" has no dtype (or torch_dtype), so transformers reads the weights' own, which memsh reads as float32: set torch_dtype (or dtype) to say which")
 	return "", "", nil
 }
-
-// atLeast says whether release (major.minor[.patch], checked by
-// hfTransformers) is major.minor or later.
-func atLeast(release string, major, minor int) bool {
-	parts := strings.Split(release, ".")
-	ma, _ := strconv.Atoi(parts[0])
-	mi := 0
-	if len(parts) > 1 {
-		mi, _ = strconv.Atoi(parts[1])
-	}
-	return ma > major || ma == major && mi >= minor
-}

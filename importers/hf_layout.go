@@ -1,6 +1,10 @@
 package importers
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/memsh/memsh/sim/hf"
+)
 
 // The Trainer's data-parallel layout: DDP, or FSDP as the Trainer hands it
 // to accelerate (hfLayout), and the FSDP fields its release and
@@ -217,7 +221,7 @@ func hfFSDPVersion(t *tree) (int64, error) {
 		return 0, err
 	}
 	def := int64(2)
-	if major == 4 || release != "" && !atLeast(release, 5, 10) {
+	if major == 4 || release != "" && !hf.ReleaseAtLeast(release, 5, 10) {
 		def = 1
 	}
 	return t.integer(hfFSDPKey(t, "version"), def, 1, 2)

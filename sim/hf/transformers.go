@@ -247,6 +247,13 @@ func setRopeCache(l core.Layer, positions int64) {
 	}
 }
 
+// ReleaseAtLeast says whether transformers release v ("major.minor[.patch]")
+// is major.minor or later; false when v is no release.
+func ReleaseAtLeast(v string, major, minor int) bool {
+	p, err := parseTransformers(v)
+	return err == nil && atLeast(p, [2]int{major, minor})
+}
+
 func atLeast(v, since [2]int) bool {
 	return v[0] > since[0] || (v[0] == since[0] && v[1] >= since[1])
 }
