@@ -147,6 +147,12 @@ var configClasses = map[string]*configClass{
 		defaults: map[string]any{"n_routed_experts": num("160"), "n_shared_experts": num("1"), "num_experts_per_tok": num("16"),
 			"moe_intermediate_size": num("512"), "intermediate_size": num("8192"), "norm_topk_prob": true,
 			"num_key_value_heads": num("2"), "head_dim": num("128")}},
+	// MiniCPM3Config (buildMiniCPM3): its latent sizes, q through
+	// q_lora_rank (memsh's reader assumes a plain q_proj without it) and
+	// intermediate_size; v_head_dim None is hidden_size / heads (read in
+	// deepSeekMLA), tie_word_embeddings true (buildMiniCPM3's default)
+	"minicpm3": {name: "MiniCPM3Config", defaults: map[string]any{"intermediate_size": num("6400"),
+		"q_lora_rank": num("768"), "kv_lora_rank": num("256"), "qk_nope_head_dim": num("64"), "qk_rope_head_dim": num("32")}},
 	// PersimmonConfig's __post_init__ sets partial_rotary_factor 0.5
 	"persimmon": {name: "PersimmonConfig", rotary: true, defaults: map[string]any{"partial_rotary_factor": num("0.5")}},
 	"param2moe": {name: "Param2MoeConfig", aliases: glm4MoEAliases, rotary: true,

@@ -41,7 +41,12 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 	kvLora := c.size("kv_lora_rank")
 	nope := c.size("qk_nope_head_dim")
 	ropeDim := c.size("qk_rope_head_dim")
-	vDim := c.size("v_head_dim")
+	var vDim int64
+	if c.modelType == "minicpm3" && !c.has("v_head_dim") && heads > 0 {
+		vDim = hidden / heads // MiniCPM3Config's None (absent or null)
+	} else {
+		vDim = c.size("v_head_dim")
+	}
 	bias := c.flag("attention_bias", false)
 	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
 		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true,

@@ -294,6 +294,16 @@ var hfFamilies = []hfFamily{
 	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{keepScoreBias: true}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
+	// minicpm3: OpenBMB's MiniCPM3-4B, Llama's layers around DeepSeek-V2's
+	// latent attention with MiniCPM's three scalings (minicpm3.go). The
+	// 5.13.0 wheel is the first with models/minicpm3 (absent from 5.12.1;
+	// unzip -l), but 5.13 and 5.14 build MiniCPM3Attention's key as a
+	// torch.cat of kv_b_proj's nope part and the rope key, with the value
+	// padded inside the attention for flash; the 5.15.0 wheel is the first
+	// with DeepseekV2Attention's expand_kv, what memsh models (5.15.0 to
+	// 5.24.0 read: the rotary forward's form and the cache's name differ).
+	{modelType: "minicpm3", prefix: "MiniCPM3", base: "model", heads: decoderHeads, build: buildMiniCPM3, noEager: true, since: [2]int{5, 15},
+		sinceWhy: "5.13 and 5.14 build MiniCPM3Attention with a forward of its own (the key a torch.cat of kv_b_proj's nope part and the rope key, v padded for flash in the attention)"},
 	// minicpm5_moe: OpenBMB's MiniCPM5-15B-A2.5B (minicpm5_moe.go); the
 	// 5.25.0 wheel is the first with models/minicpm5_moe (absent from
 	// 5.24.0 and 5.22.0; unzip -l). Its router is DeepSeek-V3's, kept fp32

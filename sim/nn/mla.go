@@ -32,9 +32,13 @@ type MLA struct {
 	Nope      int64 // qk_nope_head_dim
 	RopeDim   int64 // qk_rope_head_dim
 	VDim      int64 // v_head_dim
-	Bias      bool  // attention_bias: q_a_proj, kv_a_proj_with_mqa, o_proj (q_proj)
-	Impl      string
-	Causal    bool
+	// Bias: attention_bias, on q_a_proj, kv_a_proj_with_mqa and o_proj;
+	// never on q_proj or q_b_proj (nn.Linear(..., bias=False) in every
+	// MLA class of transformers 5.25.0: DeepseekV2Attention,
+	// DeepseekV3Attention, MiniCPM3Attention, ...)
+	Bias   bool
+	Impl   string
+	Causal bool
 	// Indexer is DeepSeek Sparse Attention's lightning indexer
 	// (DeepSeek-V3.2, GLM-5; mla_indexer.go), nil for none.
 	Indexer *DSAIndexer
@@ -95,7 +99,7 @@ func (a *MLA) Params() int64 {
 	if a.QLoraRank > 0 {
 		n += a.Dim*a.QLoraRank + b(a.QLoraRank) + a.QLoraRank + a.QLoraRank*h*qk
 	} else {
-		n += a.Dim*h*qk + b(h*qk)
+		n += a.Dim * h * qk
 	}
 	n += a.Dim*(a.KVLora+a.RopeDim) + b(a.KVLora+a.RopeDim) + a.KVLora
 	n += a.KVLora * h * (a.Nope + a.VDim)
@@ -185,7 +189,7 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 		qa = b.RmsNorm("q_a_layernorm", qa, a.QLoraRank)
 		q = b.ColLinear("q_b_proj", core.RoleQ, qa, qa, a.QLoraRank, a.Heads*qk, h*qk, false)
 	} else {
-		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*qk, h*qk, a.Bias)
+		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*qk, h*qk, false)
 	}
 	kva := b.Linear("kv_a_proj_with_mqa", core.RoleK, xg, a.Dim, a.KVLora+a.RopeDim, a.Bias)
 	kvn := b.RmsNormSlice("kv_a_layernorm", kva, a.KVLora)

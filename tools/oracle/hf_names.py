@@ -104,6 +104,7 @@ CASES = [
     ("llava-onevision-tiny.json", "", ("LlavaOnevisionForConditionalGeneration",)),
     ("flops/mamba2-tiny.json", "", ("Mamba2ForCausalLM",)),
     ("mamba-tiny.json", "", ("MambaForCausalLM",)),
+    ("minicpm3-tiny.json", "", ("MiniCPM3ForCausalLM",)),
     ("minicpm5_moe-tiny.json", "", ("MiniCPM5MoeForCausalLM",)),
     ("minimax_m2-tiny.json", "", ("MiniMaxM2ForCausalLM",)),
     ("ministral3-tiny.json", "", ("Ministral3ForCausalLM",)),
