@@ -53,7 +53,12 @@ type hfFamily struct {
 	// noFused's does: StableLM before 4.40 (the 4.38.0 and 4.39.3 wheels'
 	// modeling_stablelm.py has no StableLmSdpaAttention; 4.40.0's has).
 	sdpaSince [2]int
-	noFlash   bool // no flash-attention 2 path
+	// noSDPA: no SDPA path, but a flash one (GraniteSWA's
+	// _supports_sdpa False beside its flash kernels with sinks):
+	// attn="sdpa", the default, runs eager as transformers' default load
+	// does; "flash" stays flash.
+	noSDPA  bool
+	noFlash bool // no flash-attention 2 path
 	// flashSince is the first release with a flash-attention 2 path
 	// ({0, 0}: every release modelled has one, or noFlash): BERT from 5.0,
 	// whose BertPreTrainedModel sets _supports_flash_attn (the 5.0.0
@@ -366,7 +371,7 @@ func (f *hfFamily) attnImpl(attn, version string) (string, error) {
 		return "", &units.Error{Msg: fmt.Sprintf("transformers %s has no flash-attention path for model_type %q (from %s)", version, f.modelType, since),
 			Hint: fmt.Sprintf(`use attn="sdpa" or "eager", or transformers=%q or later`, since+".0")}
 	}
-	if attn == "sdpa" && (f.noFused || f.sdpaUntil != [2]int{} && atLeast(v, f.sdpaUntil) || f.sdpaSince != [2]int{} && !atLeast(v, f.sdpaSince)) {
+	if attn == "sdpa" && (f.noFused || f.noSDPA || f.sdpaUntil != [2]int{} && atLeast(v, f.sdpaUntil) || f.sdpaSince != [2]int{} && !atLeast(v, f.sdpaSince)) {
 		attn = "eager" // transformers' default load falls back to eager
 	}
 	return attn, nil

@@ -176,6 +176,7 @@ var configClasses = map[string]*configClass{
 	"glm":               {name: "GlmConfig", defaults: map[string]any{"num_key_value_heads": num("2"), "head_dim": num("128")}},
 	"glm4":              {name: "Glm4Config", defaults: map[string]any{"num_key_value_heads": num("2"), "head_dim": num("128")}},
 	"glm4v_text":        {name: "Glm4vTextConfig", defaults: map[string]any{"num_key_value_heads": num("2")}},
+	"granite_swa":       {name: "GraniteSWAConfig", defaults: map[string]any{"num_key_value_heads": num("4")}},
 	"gpt_oss":           {name: "GptOssConfig", defaults: map[string]any{"num_key_value_heads": num("8"), "head_dim": num("64")}},
 	"helium":            {name: "HeliumConfig", defaults: map[string]any{"num_key_value_heads": num("20")}},
 	"hy_v3":             {name: "HYV3Config", defaults: map[string]any{"num_key_value_heads": num("8")}},

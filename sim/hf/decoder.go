@@ -196,6 +196,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if f.fused {
 		at.QKVName = "qkv_proj" // Phi3Attention's
 	}
+	at.SinkScale = f.graniteSWA
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
 	at.QKNormAfterRope = f.qkNormAfterRope
 	at.ProbsDropoutOnly = probsOnly
@@ -256,9 +257,12 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		logitCap = c.softcap("final_logit_softcapping", 0)
 	}
 	local := c.slidingLayers(f, layers)
-	nope := make([]bool, max(layers, 0))
+	nope, rope := make([]bool, max(layers, 0)), make([]int, max(layers, 0))
 	if f.nope {
 		nope = c.noRopeLayers(layers)
+	}
+	if f.graniteSWA {
+		nope, rope = c.graniteSWARope(layers)
 	}
 	var localAt *nn.Attention
 	if len(local) > 0 {
@@ -293,7 +297,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	type blockKind struct{ sparse, local, nope bool }
+	type blockKind struct {
+		sparse, local, nope bool
+		rope                int // GraniteSWA's rotary embedding (rotary_embs)
+	}
 	built := map[blockKind]core.Layer{}
 	block := func(k blockKind) core.Layer {
 		if b, ok := built[k]; ok {
@@ -307,6 +314,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			na := *a
 			na.Rope, na.RopeTables = false, ""
 			a = &na
+		} else if f.graniteSWA {
+			ra := *a
+			ra.RopeTables = graniteSWARotary(k.rope)
+			a = &ra
 		}
 		ff := moe
 		if !k.sparse {
@@ -339,7 +350,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	blocks := make([]core.Layer, layers)
 	for i := range blocks {
-		blocks[i] = block(blockKind{sparse[i], local[int64(i)], nope[i]})
+		blocks[i] = block(blockKind{sparse[i], local[int64(i)], nope[i], rope[i]})
 	}
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+estimateFF) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
@@ -383,6 +394,12 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 	if !f.windows || f.nope && !c.smolLM3Windows() {
 		return out
 	}
+	if f.graniteSWA && c.null("sliding_window") {
+		// GraniteSWAModel.forward makes the sliding mask whatever
+		// layer_types says (create_sliding_window_causal_mask raises)
+		c.fail("sliding_window", "is null: transformers 5.25.0's GraniteSWAModel makes a sliding-window mask every forward and cannot without it (\"Could not find a `sliding_window` argument in the config\"); give the window (GraniteSWAConfig's default is 128)")
+		return out
+	}
 	if c.has("layer_types") {
 		for i, on := range c.layerTypes(layers, "sliding_attention", "full_attention") {
 			if on {
@@ -392,6 +409,12 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 		if f.windowsUnlessNull && len(out) > 0 && c.null("sliding_window") {
 			// create_sliding_window_causal_mask raises ValueError
 			c.fail("sliding_window", "is null, but layer_types has sliding_attention layers: transformers 5.25.0 cannot build their mask (\"Could not find a `sliding_window` argument in the config\"); give the window, or make those layers full_attention")
+		}
+		return out
+	}
+	if f.graniteSWA { // GraniteSWAConfig.__post_init__: full where i % 4 == 0
+		for i := int64(0); i < layers; i++ {
+			out[i] = i%4 != 0
 		}
 		return out
 	}

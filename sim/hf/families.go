@@ -198,6 +198,13 @@ var hfFamilies = []hfFamily{
 	// muP multipliers (granite.go); the 4.45.0 wheel is the first with
 	// models/granite and models/granitemoe (absent from 4.44.2).
 	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}},
+	// granite_swa: IBM's granite-swash-2b, Granite with sliding-window
+	// layers, attention sinks and a rope base per layer (granite_swa.go);
+	// no SDPA path (noSDPA). The 5.15.0 wheel is the first with
+	// models/granite_swa (absent from 5.14.0); its modeling differs from
+	// 5.25.0's in names (past_key_values) and the rotary embedding's fp32
+	// matmul, not in what a step holds.
+	{modelType: "granite_swa", prefix: "GraniteSWA", base: "model", heads: decoderHeads, build: buildDecoder, noSDPA: true, since: [2]int{5, 15}},
 	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "router", paramRouterSince: [2]int{5, 0}}},
 	// granitemoeshared: GraniteMoe with a shared MLP beside the experts
 	// (granite.go); the 4.49.0 wheel is the first with

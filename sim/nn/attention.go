@@ -108,6 +108,10 @@ type Attention struct {
 	// is dropped after it (gpt-oss's attention sinks): Heads parameters;
 	// eager attention concatenates it to the scores (one more column).
 	Sinks bool
+	// SinkScale: Sinks as GraniteSWA's eager attention applies them, the
+	// context scaled by sigmoid(logsumexp(scores) - sink) after the
+	// softmax (attention_sink_scale.go); the fused kernels as Sinks.
+	SinkScale bool
 	// ChunkCat: the kernel runs once per chunk of keys (an image, a
 	// window) and the outputs are concatenated, a copy that o_proj saves
 	// beside the kernel's own outputs (Qwen2.5-VL's vision attention
@@ -406,6 +410,9 @@ func (a *Attention) Validate(path string) error {
 	}
 	if err := a.checkGateProj(path); err != nil {
 		return err
+	}
+	if a.SinkScale && !a.Sinks {
+		return units.Errorf(path, "sink scaling (GraniteSWA's) scales by the sinks: it needs sinks")
 	}
 	if a.QKVShards < 0 || a.QKVShards > 0 && (!a.FusedQKV || a.Dim%a.QKVShards != 0) {
 		return units.Errorf(path, "qkv shards (%d) need a fused qkv projection whose width they divide (dim=%d)", a.QKVShards, a.Dim)

@@ -181,7 +181,11 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		smDT = units.FP32
 	}
 	probShape := scoreShape
-	if a.Sinks {
+	sinkScale := core.NoValue
+	if a.SinkScale {
+		sinkScale = a.sinkScale(b, scaled, scoreShape)
+	}
+	if a.Sinks && !a.SinkScale {
 		// GptOss eager_attention_forward (models/gpt_oss/modeling_gpt_oss.py:241-249
 		// at 5.25.0): cat([scores, sinks], -1) (cat promotes to the
 		// sinks' dtype), minus its row max (max(dim=-1) saves its int64
@@ -236,6 +240,9 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		b.Save(pv, vc)
 	}
 	b.Op(pv).Flops = full
+	if sinkScale != core.NoValue {
+		o = applySinkScale(b, o, sinkScale)
+	}
 	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
 	t := b.AddOp("contiguous", "merge_heads", []core.Value{o})
 	return b.Out(t, "merged", headShape, dt, "merged heads (o_proj input)")

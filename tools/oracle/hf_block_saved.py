@@ -68,7 +68,7 @@ dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
-for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "num_attention_heads_per_layer"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits; Laguna's heads)
+for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "num_attention_heads_per_layer", "layer_rope_theta"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits; Laguna's heads)
     if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
         setattr(cfg, key, getattr(cfg, key)[:layers])
 if isinstance(getattr(cfg, "hybrid_layer_ids", None), list):  # Zamba2Config.__post_init__'s list of the "hybrid" layers, made again for the cut layer_types

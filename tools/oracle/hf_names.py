@@ -84,6 +84,7 @@ CASES = [
     ("gpt_bigcode-tiny-mha.json", "", ("GPTBigCodeForCausalLM",)),
     ("gptj-tiny.json", "", ("GPTJForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
+    ("granite_swa-tiny.json", "", ("GraniteSWAForCausalLM",)),
     ("granitemoeshared-tiny.json", "", ("GraniteMoeSharedForCausalLM",)),
     ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
     ("hunyuan_v1_moe-tiny.json", "", ("HunYuanMoEV1ForCausalLM",)),
