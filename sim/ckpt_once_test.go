@@ -78,6 +78,11 @@ import (
 // / 2,304) where memsh, which makes the pair for the attention layers
 // that read it, has none (-4,096 / -2,048 bytes; no released LFM2 lacks
 // attention layers).
+// LFM3 (lfm3-tiny.json with layer_types sliding_attention,
+// full_attention, conv, in a copy) holds, as OLMo 3, an fp32 pair a
+// layer type its layers have (Lfm3RotaryEmbedding makes one for each
+// attention type layer_types names, whatever the dtype), the sliding
+// layers' bool mask under sdpa and under eager a float mask a type.
 // FalconMamba (falcon_mamba-tiny.json, eager: its only path) holds
 // nothing besides its layers' inputs, fp32 in bf16 too (residual_in_fp32);
 // measured without an attention_mask: with one, every mixer multiplies
@@ -87,6 +92,7 @@ import (
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
 	lfm2 := map[string]any{"layer_types": []any{"full_attention", "conv", "conv"}}
+	lfm3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "conv"}}
 	qwen3 := map[string]any{"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256}
 	for _, tc := range []struct {
 		file            string
@@ -185,6 +191,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, false},
 		{"starcoder2-tiny.json", nil, "sdpa", "fp32", []int64{116228, 132612, 148996}, []int64{5376, 5376, 5376}, 0, false},
 		{"starcoder2-tiny.json", nil, "sdpa", "bf16", []int64{91396, 99588, 107780}, []int64{3328, 3328, 3328}, 0, false},
+		{"lfm3-tiny.json", lfm3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 10496, 10496}, 0, true},
+		{"lfm3-tiny.json", lfm3, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0, true},
+		{"lfm3-tiny.json", lfm3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, true},
+		{"lfm3-tiny.json", lfm3, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 16640, 16640}, 0, true},
 		{"falcon_mamba-tiny.json", nil, "eager", "fp32", []int64{59652, 67844, 76036}, []int64{0, 0, 0}, 0, false},
 		{"falcon_mamba-tiny.json", nil, "eager", "bf16", []int64{51460, 59652, 67844}, []int64{0, 0, 0}, 0, false},
 	} {

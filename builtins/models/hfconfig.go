@@ -157,6 +157,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"GQA attention with q_layernorm and k_layernorm, then a SwiGLU feed_forward (w1, w3, w2) of block_ff_dim made 2/3 as wide under block_auto_adjust_ff_dim; " +
 			"lfm2_moe (LFM2-8B-A1B, transformers 5.0) makes the feed_forward after the first num_dense_layers an MoE of num_experts experts, num_experts_per_tok a token, " +
 			"picked by a sigmoid router in the activations' dtype with the expert_bias buffer. " +
+			"lfm3 (LFM3-1.7B, transformers 5.23) norms each sublayer's output too (use_sandwich_norm), mixes with LFM2's conv or, where layer_types says " +
+			"sliding_attention (over sliding_window) or full_attention, Qwen3's attention with a sigmoid gate a head (g_proj, use_attention_gate), q and k rotated in fp32, " +
+			"and a SwiGLU feed_forward of intermediate_size as is. " +
 			"hunyuan_v1_dense (Hunyuan-7B, -4B, -1.8B, -0.5B, transformers 4.56) is Llama norming each head of q and k after the rotary " +
 			"embedding (query_layernorm, key_layernorm); it needs head_dim, which transformers 5.25.0 cannot build without; hunyuan_v1_moe (Hunyuan-A13B, 4.56) " +
 			"makes every mlp a shared_mlp beside num_experts experts of intermediate_size, moe_topk a token (one value, or a list of equal ones), picked by gate.wg, an fp32 nn.Linear. " +
@@ -225,6 +228,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"cohere2_moe 5.12, " +
 			"lfm2 4.54, " +
 			"lfm2_moe 5.0, " +
+			"lfm3 5.23, " +
 			"glm (GLM-4-9B) 4.46, " +
 			"glm4 (GLM-4-0414) 4.51, " +
 			"hunyuan_v1_dense and hunyuan_v1_moe 4.56, " +

@@ -299,6 +299,11 @@ var hfFamilies = []hfFamily{
 	// in 4.57.0. The lowering follows 5.25.0's (lfm2_vl.go); an LFM2-MoE
 	// text model's experts are lfm2_moe's (5.0 and later only).
 	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{keepScoreBias: true}},
+	// lfm3: LiquidAI's LFM3-1.7B (lfm3.go); the 5.23.0 wheel is the
+	// first with models/lfm3 (absent from 5.22.2; unzip -l). 5.23.0's
+	// modeling_lfm3.py differs from 5.25.0's in the cache's name and the
+	// conv's kernel hooks alone (diff read): the same tensors.
+	{modelType: "lfm3", prefix: "Lfm3", base: "model", heads: decoderHeads, build: buildLFM3, since: [2]int{5, 23}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	// minicpm3: OpenBMB's MiniCPM3-4B, Llama's layers around DeepSeek-V2's

@@ -220,6 +220,12 @@ type Attention struct {
 	// (LagunaAttention.forward, modular_laguna.py at 5.25.0;
 	// attention_gate.go). It excludes OutputGate and GateProj.
 	GateSoftplus, GatePerHead bool
+	// GateSigmoid: LFM3's gate, the same g_proj (one value a head with
+	// GatePerHead), whose sigmoid in the activations' dtype multiplies
+	// the attention output before o_proj (Lfm3Attention.forward,
+	// modeling_lfm3.py at 5.25.0; attention_gate.go). It excludes the
+	// other gates.
+	GateSigmoid bool
 	// QKNormOlmo2: QKNorm's norms are OLMo 2's RMSNorm over each head, the
 	// weight times the fp32 rows before the cast back (AFMoE's q_norm and
 	// k_norm, Olmo2RMSNorm(head_dim); qknorm.go).
@@ -351,7 +357,7 @@ func (a *Attention) Params() int64 {
 	if a.GateProj {
 		n += a.Dim * h * d
 	}
-	if a.GateSoftplus {
+	if a.GateSoftplus || a.GateSigmoid {
 		n += a.Dim * a.gateWidth(h, d)
 	}
 	return n
@@ -373,7 +379,7 @@ func (a *Attention) Summary() string {
 	if a.Sinks {
 		s += ", sinks"
 	}
-	if a.OutputGate || a.GateProj || a.GateSoftplus {
+	if a.OutputGate || a.GateProj || a.GateSoftplus || a.GateSigmoid {
 		s += ", output gate"
 	}
 	if a.QKL2Norm {
@@ -478,7 +484,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.GateProj {
 		qGate = b.ColLinear("gate_proj", core.RoleGate, x, xg, a.Dim, a.Heads*d, h*d, false)
 	}
-	if a.GateSoftplus {
+	if a.GateSoftplus || a.GateSigmoid {
 		qGate = b.ColLinear("g_proj", core.RoleGate, x, xg, a.Dim, a.gateWidth(a.Heads, d), a.gateWidth(h, d), false)
 	}
 	qn, kn := a.qkNormNames()
@@ -564,7 +570,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		o = b.Ew("cat", "cat_chunks", []core.Value{o}, b.Shape(o), b.Dtype(o), "the chunks' attention outputs concatenated (o_proj's input)")
 	}
 	closeRegion()
-	if a.OutputGate || a.GateProj {
+	if a.OutputGate || a.GateProj || a.GateSigmoid {
 		o = outputGate(b, o, qGate)
 	}
 	if a.GateSoftplus {

@@ -44,6 +44,10 @@ func (a *Attention) checkGateProj(path string) error {
 		return &units.Error{Path: path, Msg: "output_gate=\"gate_proj\" is modelled with separate q, k and v projections (AFMoE's)",
 			Hint: "set fused_qkv=False"}
 	}
+	if a.GateSigmoid && (a.GateSoftplus || a.GateProj || a.OutputGate) {
+		return &units.Error{Path: path, Msg: "LFM3's sigmoid gate (g_proj) is modelled alone, without another output gate",
+			Hint: "pick one gate"}
+	}
 	if a.GateSoftplus && (a.GateProj || a.OutputGate) {
 		return &units.Error{Path: path, Msg: "Laguna's softplus gate (g_proj) is modelled alone, without output_gate",
 			Hint: "pick one gate"}
@@ -101,6 +105,16 @@ func outputGate(b *core.Builder, o, gate core.Value) core.Value {
 // softplus saves its input, the fp32 copy of g_proj's output (g_proj's
 // output itself in an fp32 model); the product saves the attention
 // output and the gate cast back; o_proj saves the product.
+
+// Attention.GateSigmoid is LFM3's gated attention (Lfm3Attention.forward,
+// modeling_lfm3.py at transformers 5.25.0):
+//
+//	out = out * torch.sigmoid(g_proj(x)).unsqueeze(-1)  # g_proj: Linear(dim, heads), no bias
+//	o_proj(out.reshape(..., heads * head_dim))
+//
+// sigmoid runs in the activations' dtype and saves its output, [...,
+// heads]; the product saves the attention output and that gate
+// (outputGate), and o_proj the product.
 
 // gateWidth is g_proj's output width for h heads of d.
 func (a *Attention) gateWidth(h, d int64) int64 {

@@ -82,7 +82,7 @@ func (a *Attention) checkAdapters(path string) error {
 	if a.InWidth == 0 && a.AdapterRank == 0 {
 		return nil
 	}
-	if a.FusedQKV || a.OutputGate || a.GateProj || a.GateSoftplus {
+	if a.FusedQKV || a.OutputGate || a.GateProj || a.GateSoftplus || a.GateSigmoid {
 		return units.Errorf(path, "a wider input and adapters are modelled with separate q, k and v projections alone")
 	}
 	if in, d := a.InDim(), a.Hd(); a.AdapterRank > 0 && (a.Heads*d != in || a.Kv()*d != in) {

@@ -98,6 +98,7 @@ CASES = [
     ("lfm2-tiny.json", "", ("Lfm2ForCausalLM",)),
     ("lfm2_moe-tiny.json", "", ("Lfm2MoeForCausalLM",)),
     ("lfm2_vl-nonorm-tiny.json", "", ("Lfm2VlForConditionalGeneration",)),
+    ("lfm3-tiny.json", "", ("Lfm3ForCausalLM",)),
     ("llama4-vision-tiny.json", "", ("Llama4ForConditionalGeneration",)),
     ("llama-gqa-tiny.json", "", ("LlamaForCausalLM",)),
     ("llava-pixtral-tiny.json", "", ("LlavaForConditionalGeneration",)),
