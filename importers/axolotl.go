@@ -74,10 +74,11 @@ import (
 // plugins, Unsloth, ReLoRA, LISA and the other
 // options axolotlRefused lists are config errors naming the key.
 var axolotlTrainer = &trainer{
-	name:  "axolotl",
-	about: "Axolotl's training YAML (axolotl train) with the model's config.json: adapter lora or qlora (lora_r, lora_alpha, lora_target_modules/lora_target_linear, load_in_4bit/load_in_8bit) or a full fine-tune, micro_batch_size, sequence_len and sample_packing, bf16/fp16, optimizer, gradient_checkpointing, attn_implementation, DeepSpeed",
-	exts:  []string{".yaml", ".yml", ".json"},
-	parse: parseHF,
+	name:     "axolotl",
+	about:    "Axolotl's training YAML (axolotl train) with the model's config.json: adapter lora or qlora (lora_r, lora_alpha, lora_target_modules/lora_target_linear, load_in_4bit/load_in_8bit) or a full fine-tune, micro_batch_size, sequence_len and sample_packing, bf16/fp16, optimizer, gradient_checkpointing, attn_implementation, DeepSpeed",
+	exts:     []string{".yaml", ".yml", ".json"},
+	parse:    parseHF,
+	modelKey: "base_model",
 	detect: func(t *tree) bool {
 		if _, ok := t.leaves["base_model"]; !ok {
 			return false

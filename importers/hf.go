@@ -13,10 +13,11 @@ import (
 // few TRL's SFTConfig defaults differently across its versions, which must
 // be given.
 var hfTrainer = &trainer{
-	name:  "hf",
-	about: "Hugging Face TrainingArguments or TRL SFTConfig (JSON or YAML) with the model's config.json: per-device batch, gradient accumulation, bf16/fp16 and the model's dtype, gradient checkpointing, optim, max_length and packing, LoRA/QLoRA (TRL's ModelConfig), FSDP, the accelerate config it is launched with (accelerate_config=)",
-	exts:  []string{".json", ".yaml", ".yml"},
-	parse: parseHF,
+	name:     "hf",
+	about:    "Hugging Face TrainingArguments or TRL SFTConfig (JSON or YAML) with the model's config.json: per-device batch, gradient accumulation, bf16/fp16 and the model's dtype, gradient checkpointing, optim, max_length and packing, LoRA/QLoRA (TRL's ModelConfig), FSDP, the accelerate config it is launched with (accelerate_config=)",
+	exts:     []string{".json", ".yaml", ".yml"},
+	parse:    parseHF,
+	modelKey: "model_name_or_path",
 	detect: func(t *tree) bool {
 		_, ok := t.leaves["per_device_train_batch_size"]
 		return ok
@@ -219,8 +220,7 @@ func hfModel(t *tree, o Options, p *plan, run hfRun) error {
 		p.load("@stdlib//llm.star", m.fn)
 		p.model = call(m.fn, str(m.size), kw("attn", str(attn)))
 	} else {
-		return t.errorf("model_name_or_path", "pass the model's Hugging Face config.json: --model config.json",
-			"memsh's zoo has no model for %s", quoteKey(name))
+		return t.errorf("model_name_or_path", modelHint(o), "memsh's zoo has no model for %s", quoteKey(name))
 	}
 	return hfAdapters(t, p, run)
 }

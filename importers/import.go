@@ -48,6 +48,24 @@ type Options struct {
 	// ReadFile reads a file a config names (the Trainer's deepspeed
 	// config), by its name as the config gives it; nil reads none.
 	ReadFile func(name string) ([]byte, error)
+	// FindModel finds the config.json of a model the config names by a
+	// Hub id or a folder (model_name_or_path, base_model) where
+	// transformers' from_pretrained would (model_find.go), when Model is
+	// not given and the zoo has no model of that name; nil finds none.
+	FindModel func(name string) (FoundModel, error)
+	// modelLooked is where FindModel looked for a model it did not find.
+	modelLooked string
+}
+
+// FoundModel is what Options.FindModel found of a model: its config.json
+// as the script reads it (Options.Model) and its contents, and where it
+// was, in words. Data nil: not found; Looked then says where memsh looked
+// (a sentence the hint of the importer's error ends with).
+type FoundModel struct {
+	Path   string
+	Data   []byte
+	From   string
+	Looked string
 }
 
 // Result is an imported config: the Starlark plan script memsh check runs
@@ -63,6 +81,9 @@ type Result struct {
 	DidYouMean map[string]string
 	// NotModelled lists settings understood but not modelled ("key: why").
 	NotModelled []string
+	// ModelFrom says where the model's config.json was found when the
+	// command line gave none (Options.FindModel); "" otherwise.
+	ModelFrom string
 }
 
 // Error is a config the importer cannot turn into a plan: malformed,
@@ -100,6 +121,9 @@ type trainer struct {
 	parseOpts func(file string, data []byte, o Options) (*tree, error)
 	detect    func(t *tree) bool
 	plan      func(t *tree, o Options) (*plan, error)
+	// modelKey is the key that names the model by a Hub id or a folder,
+	// as from_pretrained takes it ("" when the trainer builds its own).
+	modelKey string
 	// noEffect are the keys that change nothing a memory replay sees
 	// (paths, logging, learning rates, seeds): "key" or "prefix.*".
 	noEffect []string
@@ -136,6 +160,10 @@ func Import(file string, data []byte, o Options) (*Result, error) {
 	if o.GPUs <= 0 || o.Nodes <= 0 {
 		return nil, &Error{File: "command line", Msg: fmt.Sprintf("--gpus and --nodes must be positive (got %d and %d)", o.GPUs, o.Nodes)}
 	}
+	from, err := findModel(tr, t, &o)
+	if err != nil {
+		return nil, err
+	}
 	p, err := tr.plan(t, o)
 	if err != nil {
 		var e *Error
@@ -153,7 +181,7 @@ func Import(file string, data []byte, o Options) (*Result, error) {
 		return nil, err
 	}
 	unknown := t.notUnderstood(tr.noEffect)
-	res := &Result{Trainer: tr.name, Unknown: unknown, DidYouMean: t.suggestions(unknown, tr.noEffect), NotModelled: t.notModelled}
+	res := &Result{Trainer: tr.name, Unknown: unknown, DidYouMean: t.suggestions(unknown, tr.noEffect), NotModelled: t.notModelled, ModelFrom: from}
 	p.title = fmt.Sprintf("%s config %s", tr.name, path.Base(file))
 	res.Script = p.render(res, o)
 	return res, nil

@@ -37,10 +37,11 @@ import (
 //     (sdpa), "fa2" flash-attention 2, "sdpa", "disabled" eager
 //     (attention.py).
 var llamaFactoryTrainer = &trainer{
-	name:  "llamafactory",
-	about: "LLaMA-Factory's training YAML (llamafactory-cli train) with the model's config.json: stage sft or pt, finetuning_type lora or full, lora_rank/lora_alpha/lora_target, quantization_bit, cutoff_len and packing, flash_attn, gradient checkpointing, TrainingArguments' batch, precision, optimizer, DeepSpeed and FSDP",
-	exts:  []string{".yaml", ".yml", ".json"},
-	parse: parseHF,
+	name:     "llamafactory",
+	about:    "LLaMA-Factory's training YAML (llamafactory-cli train) with the model's config.json: stage sft or pt, finetuning_type lora or full, lora_rank/lora_alpha/lora_target, quantization_bit, cutoff_len and packing, flash_attn, gradient checkpointing, TrainingArguments' batch, precision, optimizer, DeepSpeed and FSDP",
+	exts:     []string{".yaml", ".yml", ".json"},
+	parse:    parseHF,
+	modelKey: "model_name_or_path",
 	detect: func(t *tree) bool {
 		for _, k := range llamaFactoryKeys {
 			if _, ok := t.leaves[k]; ok {

@@ -35,6 +35,7 @@ type Check struct {
 	NotUnderstood []string          `json:"not_understood"`         // keys left out of the plan
 	DidYouMean    map[string]string `json:"did_you_mean,omitempty"` // a key of not_understood -> the key read that it is likely a typo of
 	NotModelled   []string          `json:"not_modelled"`           // "key: why"
+	ModelFrom     string            `json:"model_from,omitempty"`   // where the model's config.json was found when --model gave none
 	Pass          bool              `json:"pass"`                   // fits with headroom_asked free
 	HeadroomAsked float64           `json:"headroom_asked"`         // --headroom, a fraction
 	Free          float64           `json:"free"`                   // the card's share left free at the peak

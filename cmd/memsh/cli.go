@@ -104,7 +104,8 @@ Flags (before or after the command):
                                   from each (2 a second) and their size
                                   (1x16x448x448)
   check --model CONFIG.json       the model's Hugging Face config.json (when
-                                  the config names no model memsh knows)
+                                  the config names no model memsh knows or
+                                  finds: a folder, the Hugging Face cache)
   check --seq N, --gpu NAME       as fit's; --seq replaces the config's
   check --gpus N, --nodes N       GPUs per node and nodes (default 1 and 1)
   check --headroom 10%            the share of the card the step must leave

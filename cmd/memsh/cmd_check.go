@@ -108,6 +108,7 @@ func (e *env) cmdCheck(operands []string) error {
 		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed or accelerate config), inside its folder
 			return readNamedConfig(filepath.Dir(operands[0]), name)
 		},
+		FindModel: e.findModel(dir),
 	}
 	if abs, err := filepath.Abs(operands[0]); err == nil {
 		opts.Path = filepath.ToSlash(abs)
@@ -328,6 +329,9 @@ func printImportNotes(w io.Writer, config string, res *importers.Result) {
 		}
 		fmt.Fprintf(w, "  not understood, left out of the plan: %s\n", strings.Join(keys, ", "))
 	}
+	if res.ModelFrom != "" {
+		fmt.Fprintf(w, "  model: its config.json from %s\n", res.ModelFrom)
+	}
 	for _, n := range res.NotModelled {
 		fmt.Fprintf(w, "  understood, not modelled: %s\n", n)
 	}
@@ -338,7 +342,7 @@ func printImportNotes(w io.Writer, config string, res *importers.Result) {
 // writeCheckDoc writes the verdict as the last JSON line.
 func writeCheckDoc(w io.Writer, config string, res *importers.Result, pass bool, asked, free float64, code int) error {
 	doc := jsondoc.Doc{Version: jsondoc.Version, Kind: jsondoc.KindCheck, At: config, Check: &jsondoc.Check{
-		Config: config, Trainer: res.Trainer, NotUnderstood: nonNil(res.Unknown), DidYouMean: res.DidYouMean, NotModelled: nonNil(res.NotModelled),
+		Config: config, Trainer: res.Trainer, NotUnderstood: nonNil(res.Unknown), DidYouMean: res.DidYouMean, NotModelled: nonNil(res.NotModelled), ModelFrom: res.ModelFrom,
 		Pass: pass, HeadroomAsked: asked, Free: free, Exit: code,
 	}}
 	line, err := json.Marshal(doc)
