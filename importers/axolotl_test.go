@@ -186,7 +186,7 @@ func TestAxolotlErrors(t *testing.T) {
 		{name: "Liger's plain cross-entropy", file: "r.yml", opts: Options{Model: "llama.json", ModelData: []byte(`{"model_type": "llama"}`)},
 			config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_cross_entropy: true\n",
 			want:   "r.yml:11: key liger_cross_entropy: not modelled", wantHint: "fused linear cross-entropy"},
-		{name: "Liger on an unknown model", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", opts: o,
+		{name: "Liger on an unknown model", file: "r.yml", config: strings.Replace(lora, "NousResearch/Meta-Llama-3-8B", "acme/unknown-8b", 1) + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n", opts: o,
 			want: "r.yml:10: key plugins: Liger's kernels are read for Llama, Mistral, Qwen2 and Qwen3: memsh does not know this model's type", wantHint: "--model"},
 		{name: "QLoRA under FSDP2", file: "r.yml", config: strings.Replace(lora, "adapter: lora", "adapter: qlora\nload_in_4bit: true", 1) + "fsdp_version: 2\nfsdp_config:\n  offload_params: true\n", opts: o,
 			want: "r.yml:10: key fsdp_version: bitsandbytes' 4-bit weights under FSDP2 (fully_shard) are not modelled", wantHint: "fsdp_version: 1"},

@@ -17,11 +17,11 @@ func TestFindModel(t *testing.T) {
 	hf := "model_name_or_path: %s\nper_device_train_batch_size: 1\nmax_length: 512\nbf16: true\ngradient_checkpointing: false\n"
 	for _, tc := range []struct {
 		name, config, model string // model: --model
-		found                      FoundModel
-		err                        error
-		asked                      bool   // FindModel is called
-		want                       string // in the script or the error
-		from                       string // Result.ModelFrom
+		found               FoundModel
+		err                 error
+		asked               bool   // FindModel is called
+		want                string // in the script or the error
+		from                string // Result.ModelFrom
 	}{
 		{name: "found", config: axolotl, model: "", found: FoundModel{Path: "m/config.json", Data: []byte(tiny), From: "the model folder m"},
 			asked: true, want: `hf_config("m/config.json"`, from: "the model folder m"},
@@ -70,7 +70,10 @@ func TestFindModel(t *testing.T) {
 		})
 	}
 	// A model of the zoo is the zoo's: nothing is looked for.
-	o := defaults(Options{FindModel: func(string) (FoundModel, error) { t.Error("FindModel called for a zoo model"); return FoundModel{}, nil }})
+	o := defaults(Options{FindModel: func(string) (FoundModel, error) {
+		t.Error("FindModel called for a zoo model")
+		return FoundModel{}, nil
+	}})
 	if _, err := Import("c.yml", []byte(strings.Replace(axolotl, "%s", "meta-llama/Meta-Llama-3-8B", 1)), o); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,10 @@
 package importers
 
+import (
+	"maps"
+	"slices"
+)
+
 // zooModel is a model of memsh's stdlib zoo (@stdlib//llm.star): the
 // function and its size argument.
 type zooModel struct{ fn, size string }
@@ -52,4 +57,46 @@ var torchtuneModels = map[string]zooModel{
 	"qwen2_5_7b_base":     {"qwen2", "7b"}, // Qwen2.5-7B has Qwen2-7B's shapes
 	"qwen2_5_7b_instruct": {"qwen2", "7b"},
 	"phi3_mini":           {"phi3", "mini"},
+	// Llama 3.2 and Qwen3 (torchtune/models/llama3_2 and qwen3
+	// _model_builders.py at bd2a0fc: the zoo's shapes, the small ones'
+	// output head tied; base and instruct alike).
+	"llama3_2_1b":         {"llama", "llama3.2-1b"},
+	"llama3_2_3b":         {"llama", "llama3.2-3b"},
+	"qwen3_0_6b_base":     {"qwen3", "0.6b"},
+	"qwen3_0_6b_instruct": {"qwen3", "0.6b"},
+	"qwen3_1_7b_base":     {"qwen3", "1.7b"},
+	"qwen3_1_7b_instruct": {"qwen3", "1.7b"},
+	"qwen3_4b_base":       {"qwen3", "4b"},
+	"qwen3_4b_instruct":   {"qwen3", "4b"},
+	"qwen3_8b_base":       {"qwen3", "8b"},
+	"qwen3_8b_instruct":   {"qwen3", "8b"},
+	"qwen3_14b_base":      {"qwen3", "14b"},
+	"qwen3_14b_instruct":  {"qwen3", "14b"},
+	"qwen3_32b":           {"qwen3", "32b"},
+	// Qwen2 and Qwen2.5's other sizes (qwen2 and qwen2_5
+	// _model_builders.py at bd2a0fc).
+	"qwen2_0_5b":            {"qwen2", "0.5b"},
+	"qwen2_1_5b":            {"qwen2", "1.5b"},
+	"qwen2_5_0_5b":          {"qwen2", "0.5b"},
+	"qwen2_5_1_5b_base":     {"qwen2", "1.5b"},
+	"qwen2_5_1_5b_instruct": {"qwen2", "1.5b"},
+	"qwen2_5_3b":            {"qwen2", "3b"},
+	"qwen2_5_14b_base":      {"qwen2", "14b"},
+	"qwen2_5_14b_instruct":  {"qwen2", "14b"},
+	"qwen2_5_32b_base":      {"qwen2", "32b"},
+	"qwen2_5_32b_instruct":  {"qwen2", "32b"},
+	"qwen2_5_72b_base":      {"qwen2", "72b"},
+	"qwen2_5_72b_instruct":  {"qwen2", "72b"},
+}
+
+// ZooModel is the zoo model memsh check builds for a model a config names
+// by its Hub id (hfModels): its stdlib function and size.
+func ZooModel(id string) (fn, size string, ok bool) {
+	m, ok := hfModels[id]
+	return m.fn, m.size, ok
+}
+
+// HubModels lists the Hub ids the zoo serves, sorted.
+func HubModels() []string {
+	return slices.Sorted(maps.Keys(hfModels))
 }

@@ -1,6 +1,9 @@
 package importers
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestTorchtune imports torchtune's own recipe configs (testdata/torchtune,
 // README there names each file's commit) and checks each plan against the
@@ -234,8 +237,8 @@ func TestTorchtuneErrors(t *testing.T) {
 	runErrorCases(t, []errorCase{
 		{name: "no sequence length", file: "r.yaml", config: model + "batch_size: 2\ntokenizer:\n  max_seq_len: null\n",
 			want: "r.yaml:5: key tokenizer.max_seq_len: is null: batches are padded to their longest sample, which the config does not say", wantHint: "--seq N"},
-		{name: "a model memsh does not know", file: "r.yaml", config: "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\nbatch_size: 1\n", opts: Options{Seq: 8},
-			want: "r.yaml:2: key model._component_: memsh's zoo has no model for torchtune.models.llama3_2.llama3_2_1b", wantHint: "--model config.json"},
+		{name: "a model memsh does not know", file: "r.yaml", config: "model:\n  _component_: torchtune.models.gemma2.gemma2_2b\nbatch_size: 1\n", opts: Options{Seq: 8},
+			want: "r.yaml:2: key model._component_: memsh's zoo has no model for torchtune.models.gemma2.gemma2_2b", wantHint: "--model config.json"},
 		{name: "optimizer in backward with accumulation", file: "r.yaml", config: model + "batch_size: 2\noptimizer_in_bwd: True\ngradient_accumulation_steps: 4\n", opts: Options{Seq: 8},
 			want: "r.yaml:4: key optimizer_in_bwd: cannot step in backward with gradient_accumulation_steps 4", wantHint: "gradient_accumulation_steps: 1"},
 		{name: "offload without checkpointing", file: "r.yaml", config: model + "batch_size: 2\nenable_activation_offloading: True\n", opts: Options{Seq: 8},
@@ -269,4 +272,28 @@ func TestTorchtuneErrors(t *testing.T) {
 		{name: "an override of the wrong type", file: "r.yaml", config: model + "batch_size: 1\n", opts: Options{Seq: 8}, overrides: []string{"batch_size=[1, 2]"},
 			want: "command line: key batch_size: want a whole number, got a list"},
 	})
+}
+
+// TestTorchtuneZooBuilders: torchtune's Llama 3.2, Qwen2/2.5 and Qwen3
+// builders are the zoo's models of their shapes (models.go), run as
+// torchtune runs them (its loader shifts the labels, its model makes no
+// position_ids).
+func TestTorchtuneZooBuilders(t *testing.T) {
+	for comp, want := range map[string]string{
+		"torchtune.models.llama3_2.llama3_2_1b":         `llama("llama3.2-1b", pad_labels = False, position_ids = False)`,
+		"torchtune.models.qwen2.qwen2_0_5b":             `qwen2("0.5b", pad_labels = False, position_ids = False)`,
+		"torchtune.models.qwen2_5.qwen2_5_3b":           `qwen2("3b", pad_labels = False, position_ids = False)`,
+		"torchtune.models.qwen2_5.qwen2_5_72b_instruct": `qwen2("72b", pad_labels = False, position_ids = False)`,
+		"torchtune.models.qwen3.qwen3_4b_instruct":      `qwen3("4b", pad_labels = False, position_ids = False)`,
+		"torchtune.models.qwen3.qwen3_32b":              `qwen3("32b", pad_labels = False, position_ids = False)`,
+	} {
+		res, err := Import("r.yaml", []byte("model:\n  _component_: "+comp+"\nbatch_size: 1\n"), defaults(Options{Seq: 8}))
+		if err != nil {
+			t.Errorf("%s: %v", comp, err)
+			continue
+		}
+		if !strings.Contains(res.Script, want) {
+			t.Errorf("%s: want %s in\n%s", comp, want, res.Script)
+		}
+	}
 }
