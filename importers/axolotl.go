@@ -140,7 +140,8 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("load_in_8bit", "bf16: false (Axolotl then loads float16 weights for load_in_8bit), or adapter: qlora with load_in_4bit",
 			"memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16")
 	}
-	if err := axolotlLiger(t, model.kind); err != nil {
+	cce, err := axolotlLiger(t, model.kind)
+	if err != nil {
 		return nil, err
 	}
 	if err := axolotlQuant(t, adapter, model, fsdp == 0 && !t.hasUnder("deepspeed")); err != nil {
@@ -173,7 +174,7 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := hfRun{adaptersInBaseDtype: !autocastAdapters, packedRow: packedRow}
+	run := hfRun{adaptersInBaseDtype: !autocastAdapters, packedRow: packedRow, cce: cce}
 	if adapter == "qlora" {
 		// bnb_4bit_quant_storage bf16, fp32 for Jamba, Qwen2-MoE and
 		// Nemotron-H without DeepSpeed or FSDP (loaders/model.py l.720-729)

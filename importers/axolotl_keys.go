@@ -10,7 +10,6 @@ var axolotlRefused = []struct{ key, what string }{
 	{"rl", "RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations"},
 	{"reward_model", "a reward model trains a classification head on pairs"},
 	{"process_reward_model", "a process reward model trains a token-classification head"},
-	{"cut_cross_entropy", "Apple's cut cross-entropy loss (no [tokens, vocab] logits)"},
 	{"unsloth_cross_entropy_loss", "Unsloth's kernels"}, {"unsloth_lora_mlp", "Unsloth's kernels"}, {"unsloth_lora_qkv", "Unsloth's kernels"},
 	{"unsloth_lora_o", "Unsloth's kernels"}, {"unsloth_rms_norm", "Unsloth's kernels"}, {"unsloth_rope", "Unsloth's kernels"},
 	{"relora", "ReLoRA's restarts"},

@@ -176,8 +176,18 @@ func TestAxolotlErrors(t *testing.T) {
 	runErrorCases(t, []errorCase{
 		{name: "DPO", file: "r.yml", config: lora + "rl: dpo\n", opts: o,
 			want: "r.yml:9: key rl: not modelled: RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations, here dpo", wantHint: "Starlark"},
-		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n", opts: o,
-			want: "r.yml:10: key plugins: not modelled: plugins (cut_cross_entropy, kernels, ...) patch the model and its loss, here axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin", wantHint: "leave it out"},
+		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.kernels.KernelsPlugin\n", opts: o,
+			want: "r.yml:10: key plugins: not modelled: plugins (kernels, ...) patch the model and its loss, here axolotl.integrations.kernels.KernelsPlugin (memsh reads Liger's and Cut Cross-Entropy's)", wantHint: "leave it out"},
+		{name: "Cut Cross-Entropy without its plugin", file: "r.yml", config: lora + "cut_cross_entropy: true\n", opts: o,
+			want: "r.yml:9: key cut_cross_entropy: Cut Cross-Entropy runs only with Axolotl's CutCrossEntropyPlugin", wantHint: "CutCrossEntropyPlugin to plugins"},
+		{name: "Cut Cross-Entropy and Liger's fused loss", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n" +
+			"liger_rope: true\nliger_rms_norm: true\nliger_glu_activation: true\nliger_fused_linear_cross_entropy: true\n", opts: o,
+			want: "r.yml:15: key liger_fused_linear_cross_entropy: Liger's fused linear cross-entropy and Cut Cross-Entropy both replace the loss", wantHint: "keep one"},
+		{name: "Cut Cross-Entropy on an unknown model", file: "r.yml", config: strings.Replace(lora, "NousResearch/Meta-Llama-3-8B", "acme/unknown-8b", 1) + "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n", opts: o,
+			want: "r.yml:10: key plugins: Cut Cross-Entropy patches the forward of the model types its patch knows: memsh does not know this model's type", wantHint: "--model"},
+		{name: "Cut Cross-Entropy on a model its patch lacks", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n",
+			opts: Options{Model: "config.json", ModelData: []byte(`{"model_type": "falcon"}`)},
+			want: "r.yml:10: key plugins: Cut Cross-Entropy does not patch falcon", wantHint: "patch.py"},
 		{name: "Liger without its plugin", file: "r.yml", config: lora + "liger_rms_norm: true\n", opts: o,
 			want: "r.yml:9: key liger_rms_norm: Liger's kernels run only with Axolotl's Liger plugin", wantHint: "LigerPlugin to plugins"},
 		{name: "Liger with RoPE off", file: "r.yml", opts: Options{Model: "llama.json", ModelData: []byte(`{"model_type": "llama"}`)},
@@ -245,10 +255,9 @@ func TestAxolotlRefusedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runErrorCases(t, []errorCase{{name: "Qwen3 32B QLoRA with cut cross-entropy", file: "qwen3_32b_qlora.yaml", config: string(data),
-		opts: Options{Model: "config.json"},
-		want: "qwen3_32b_qlora.yaml:7: key plugins: not modelled: plugins (cut_cross_entropy, kernels, ...) patch the model and its loss, " +
-			"here axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin", wantHint: "Starlark"}})
+	runErrorCases(t, []errorCase{{name: "Qwen3 32B QLoRA with its checkpoints offloaded", file: "qwen3_32b_qlora.yaml", config: string(data),
+		opts: Options{Model: "config.json", ModelData: []byte(`{"model_type": "qwen3"}`)},
+		want: "qwen3_32b_qlora.yaml:59: key gradient_checkpointing: offload (checkpoints offloaded to the CPU or disk) is not modelled", wantHint: "Starlark"}})
 }
 
 // An Axolotl config is told by base_model with one of its batch, sequence,
@@ -312,6 +321,43 @@ func TestAxolotlGemma4Checkpoint(t *testing.T) {
 		}
 		if !strings.Contains(res.Script, want) {
 			t.Errorf("%s: want %s in\n%s", kind, want, res.Script)
+		}
+	}
+}
+
+// TestAxolotlCutCrossEntropy: Axolotl's CutCrossEntropyPlugin, its
+// cut_cross_entropy on by default (integrations/cut_cross_entropy/args.py),
+// is train(loss_chunks = "cce"); beside Liger's RoPE, RMSNorm and SwiGLU
+// (its fused loss off) the same loss with liger_kernels; the plugin with
+// cut_cross_entropy false leaves transformers' loss.
+func TestAxolotlCutCrossEntropy(t *testing.T) {
+	const base = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
+		"adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nattn_implementation: flash_attention_2\nbf16: true\n"
+	const cce = "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n"
+	const both = "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n" +
+		"liger_rope: true\nliger_rms_norm: true\nliger_glu_activation: true\nliger_fused_linear_cross_entropy: false\n"
+	for _, tc := range []struct {
+		name, config string
+		want, not    []string
+	}{
+		{"the plugin", base + cce, []string{`loss_chunks = "cce"`}, []string{"liger_kernels"}},
+		{"with Liger's kernels", base + both, []string{`loss_chunks = "cce"`, "liger_kernels = True"}, []string{`"liger"`}},
+		{"turned off", base + cce + "cut_cross_entropy: false\n", nil, []string{"loss_chunks", "liger_kernels"}},
+	} {
+		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(res.Script, w) {
+				t.Errorf("%s: want %s in\n%s", tc.name, w, res.Script)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(res.Script, w) {
+				t.Errorf("%s: %s in\n%s", tc.name, w, res.Script)
+			}
 		}
 	}
 }

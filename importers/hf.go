@@ -166,6 +166,9 @@ type hfRun struct {
 	// sequences packed into a row): the plan's batch 1 and seq packedRow,
 	// while DeepSpeed's micro batch stays per_device_train_batch_size.
 	packedRow int64
+	// cce: the loss is Cut Cross-Entropy (Axolotl's CutCrossEntropyPlugin,
+	// train(loss_chunks = "cce")), beside Liger's other kernels if any.
+	cce bool
 	// quantStorage is the float dtype a 4-bit model's codes are stored in
 	// (bitsandbytes' bnb_4bit_quant_storage, train(quant_storage=)); ""
 	// leaves bitsandbytes' uint8.
@@ -233,10 +236,18 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	// use_liger_kernel: _apply_liger_kernel_to_instance with its defaults
 	// (rope, rms_norm, swiglu, fused_linear_cross_entropy); memsh replays
 	// the fused loss, the norms and SwiGLU (docs/liger.md), not RoPE.
-	if liger, err := t.boolean("use_liger_kernel", false); err != nil {
+	// Axolotl's Cut Cross-Entropy takes the loss's place (hfRun.cce).
+	liger, err := t.boolean("use_liger_kernel", false)
+	if err != nil {
 		return nil, err
-	} else if liger {
+	}
+	switch {
+	case run.cce:
+		p.set("loss_chunks", str("cce"))
+	case liger:
 		p.set("loss_chunks", str("liger"))
+	}
+	if liger {
 		p.set("liger_kernels", "True")
 		key := "use_liger_kernel" // or the file's key it was derived from (Axolotl's liger_rope)
 		if src, ok := t.from[key]; ok {

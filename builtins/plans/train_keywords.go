@@ -103,7 +103,8 @@ var TrainKeywords = []keyword{
 	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token); " +
 		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
 		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md); ` +
-		`or ("torchtitan", n): torchtitan's ChunkedLossWrapper with num_chunks n (batch x seq must divide by n), which runs each chunk's head, cross-entropy and backward inside the forward: one chunk's logits and fp32 loss tensors at a time, an fp32 [tokens, hidden] gradient buffer through the loop, its bf16 copy held to the decoder's backward, lm_head's gradient made in the forward; under tp (with parallel(loss_parallel="torch"), as torchtitan runs it) on the gathered tokens and this rank's vocabulary shard; under pp on the last stage (docs/liger.md)`,
+		`or ("torchtitan", n): torchtitan's ChunkedLossWrapper with num_chunks n (batch x seq must divide by n), which runs each chunk's head, cross-entropy and backward inside the forward: one chunk's logits and fp32 loss tensors at a time, an fp32 [tokens, hidden] gradient buffer through the loop, its bf16 copy held to the decoder's backward, lm_head's gradient made in the forward; under tp (with parallel(loss_parallel="torch"), as torchtitan runs it) on the gathered tokens and this rank's vocabulary shard; under pp on the last stage (docs/liger.md); ` +
+		`or "cce": Apple's Cut Cross-Entropy as Axolotl's CutCrossEntropyPlugin runs it (the kernels of its ml-cross-entropy fork at 5f0c7a7), which makes no logits at all: the forward saves each target's log-sum-exp (fp32) and the vocabulary's mean logits, the backward recomputes the logits block by block and makes the head input's and weight's gradients; 16-bit weights only (docs/liger.md)`,
 		set: setLossChunks},
 	{Name: "liger_kernels", Def: starlark.False,
 		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
@@ -409,15 +410,16 @@ func setDocTokens(name string, v *starlark.Value, a *trainArgs, p *core.Plan) er
 	return setInt(func(p *core.Plan) *int64 { return &p.DocTokens })(name, v, a, p)
 }
 
-// setLossChunks takes a number of chunks (torchtune) or the name of a
-// Liger-Kernel fused linear cross-entropy (core.LigerVersions).
+// setLossChunks takes a number of chunks (torchtune), "cce" (Cut
+// Cross-Entropy, core.CCELoss) or the name of a Liger-Kernel fused linear
+// cross-entropy (core.LigerVersions).
 func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
 	if t, ok := (*v).(starlark.Tuple); ok {
 		return setTitanLoss(name, t, p)
 	}
 	if s, ok := (*v).(starlark.String); ok {
-		if _, ok := core.LookupLiger(string(s)); !ok {
-			return fmt.Errorf("%s: unknown %q (a number of chunks, or Liger's fused linear cross-entropy: %s)", name, string(s), core.LigerNames())
+		if _, ok := core.LookupLiger(string(s)); !ok && string(s) != core.CCELoss {
+			return fmt.Errorf("%s: unknown %q (a number of chunks, %q for Cut Cross-Entropy, or Liger's fused linear cross-entropy: %s)", name, string(s), core.CCELoss, core.LigerNames())
 		}
 		p.FusedLoss, p.LossChunks = string(s), 1
 		return nil

@@ -30,6 +30,7 @@ type Finetune struct {
 	adapterDT    units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
 	peftExperts  peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
 	peftMamba    bool            // PEFT refuses adapters on out_proj and conv1d (Model.PEFTMamba)
+	cce          bool            // the head and loss as Cut Cross-Entropy (cce.go)
 	Unfreeze     int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
@@ -57,6 +58,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv
 	}
+	ft.cce = p.FusedLoss == CCELoss
 	if p.FusedLoss == TitanLoss {
 		ft.titan, ft.lossChunks = max(p.LossChunks, 1), 1
 	}
