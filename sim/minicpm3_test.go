@@ -87,15 +87,15 @@ func TestMiniCPM3Params(t *testing.T) {
 	}
 }
 
-// minicpm3 under 5.14.0 is refused (5.13 and 5.14 build the attention's
-// key otherwise); eager attention, attention_dropout, a null scale_emb, a
+// minicpm3 under 5.12.1 is refused (the 5.13.0 wheel is the first with
+// models/minicpm3); eager attention, attention_dropout, a null scale_emb, a
 // scaling that is not positive and heads that do not divide hidden_size
 // are refused naming the key; the names are transformers'.
 func TestMiniCPM3Config(t *testing.T) {
 	tiny := string(readHF(t, "minicpm3-tiny.json"))
-	_, err := hf.FromConfigOptions([]byte(tiny), hf.Options{Attn: "sdpa", Transformers: "5.14.0"})
-	if err == nil || !strings.Contains(err.Error(), `model_type "minicpm3" needs transformers 5.15 or later`) {
-		t.Errorf("transformers 5.14.0: error %v, want one naming 5.15", err)
+	_, err := hf.FromConfigOptions([]byte(tiny), hf.Options{Attn: "sdpa", Transformers: "5.12.1"})
+	if err == nil || !strings.Contains(err.Error(), `model_type "minicpm3" needs transformers 5.13 or later`) {
+		t.Errorf("transformers 5.12.1: error %v, want one naming 5.13", err)
 	}
 	if _, err := hf.FromConfig([]byte(tiny), "eager"); err == nil || !strings.Contains(err.Error(), "eager") {
 		t.Errorf("eager: error %v, want a refusal", err)
@@ -129,6 +129,36 @@ func TestMiniCPM3CheckpointSavesAsTransformers(t *testing.T) {
 		buf := embedScaleBytes(t, p)
 		if got := evalPlan(t, p).SavedActivations + buf; got != want+held {
 			t.Errorf("%d layers: %d saved with embed_scale, want %d (%+d)", i+1, got, want+held, got-want-held)
+		}
+	}
+}
+
+// Under transformers 5.13.0, the first release with models/minicpm3 (the
+// wheel unzipped on PYTHONPATH with huggingface_hub 1.33.0, tokenizers
+// 0.22.1, httpx, httpcore, h11, anyio, sniffio, certifi and idna beside it,
+// and the installed kernels package hidden: 5.13's hub_kernels cannot
+// build its LayerRepository with it; torch 2.15.0, the CPU):
+//
+//	PYTHONPATH=tf5.13.0:deps:nokernels python tools/oracle/hf_block_saved.py sim/testdata/hf/minicpm3-tiny.json {1,2,3} 2 32 {float32,bfloat16} sdpa nocache
+//
+// the same bytes as 5.25.0 (fp32 378,120 / 672,008 / 965,896, bf16
+// 235,270 / 403,206 / 571,142): 5.13's MiniCPM3Attention makes the key
+// with torch.cat where 5.25's copies into new_empty, neither saving
+// anything, and pads v for flash in the attention where 5.25 pads it in
+// integrations/flash_attention.py (nn.MLA's doc).
+func TestMiniCPM3Transformers513(t *testing.T) {
+	for _, tc := range []struct {
+		precision string
+		saved     [3]int64
+	}{
+		{"fp32", [3]int64{378_120, 672_008, 965_896}},
+		{"bf16", [3]int64{235_270, 403_206, 571_142}},
+	} {
+		for i, want := range tc.saved {
+			p := hfSavedPlan(t, "minicpm3-tiny.json", i+1, tc.precision, hf.Options{Attn: "sdpa", Transformers: "5.13.0"}, false)
+			if got := evalPlan(t, p).SavedActivations + embedScaleBytes(t, p); got != want {
+				t.Errorf("5.13.0 %s, %d layers: memsh keeps %d bytes with embed_scale, transformers %d (%+d)", tc.precision, i+1, got, want, got-want)
+			}
 		}
 	}
 }

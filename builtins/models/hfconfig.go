@@ -197,7 +197,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"persimmon (Persimmon-8B, transformers 4.53) is GPT-NeoX's fused attention (query_key_value, dense, biased) with qk_layernorm's LayerNorms over q's and k's heads, half of each head rotated (partial_rotary_factor), in sequential pre-norm LayerNorm layers with a relu2 MLP (dense_h_to_4h, dense_4h_to_h). " +
 			"solar_open (Solar-Open-100B, transformers 5.0) is GLM-4.5's MoE (sigmoid router with the correction bias, shared experts) in every layer behind Llama's attention (head_dim 128 by default). " +
 			"exaone_moe (K-EXAONE, transformers 5.1) is EXAONE 4.0's attention (q and k normed per head, sliding layers, unrotated global ones) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (num_experts, num_shared_experts). " +
-			"minicpm3 (MiniCPM3-4B, transformers 5.15) is Llama's layers around DeepSeek-V2's latent attention (sdpa or flash), the embedding times scale_emb, each residual branch times scale_depth / sqrt(num_hidden_layers) and the final norm's output divided by hidden_size / dim_model_base before lm_head; attention_dropout is refused. " +
+			"minicpm3 (MiniCPM3-4B, transformers 5.13) is Llama's layers around DeepSeek-V2's latent attention (sdpa or flash), the embedding times scale_emb, each residual branch times scale_depth / sqrt(num_hidden_layers) and the final norm's output divided by hidden_size / dim_model_base before lm_head; attention_dropout is refused. " +
+			"youtu (Youtu-LLM-2B, transformers 5.1) is Llama's layers around DeepSeek-V3's latent attention (sdpa or flash) with dense MLPs; attention_dropout is refused. " +
 			"minicpm5_moe (MiniCPM5-15B-A2.5B, transformers 5.25) is Llama's attention with an output gate (one q_gate_proj yields each head's query and gate; every projection biased by attention_bias) in pre-norm layers whose MLP is dense or, by mlp_layer_types or first_k_dense_replace, DeepSeek-V3's MoE (n_routed_experts or num_local_experts, n_shared_experts); use_gated_attention false and partial_rotary_factor are refused. " +
 			"A key config.json leaves out is read at its model type's config class's default, as transformers reads it (MistralConfig's num_key_value_heads 8, GptOssConfig's head_dim 64, DeepseekV3Config's q_lora_rank 1536, Qwen3MoeConfig's head_dim hidden_size / num_attention_heads; a text_config's at its text class's), and one the class defaults to None that transformers cannot build without is refused (NemotronConfig's num_key_value_heads, MinistralConfig's head_dim); docs/models.md, \"Keys config.json leaves out\". " +
 			"The families on DeepSeek-V3's layout (deepseek_v2, deepseek_v3, deepseek_v32, glm_moe_dsa, glm4_moe, glm4_moe_lite, glm4v_moe, dots1, mistral4, solar_open, sarvam_moe, sarvam_mla, param2moe, exaone_moe, kimi_k25) read a routed key config.json leaves out (n_routed_experts, n_shared_experts, num_experts_per_tok, moe_intermediate_size, intermediate_size, first_k_dense_replace, norm_topk_prob, num_nextn_predict_layers, and the latent attention's q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim) at their config class's default, and attribute_map's names (num_local_experts) as the key they set; a key the class defaults to None (dots1's expert counts, deepseek_v2's num_experts_per_tok) is required, and moe_layer_freq other than 1 is refused (transformers never reads it). " +
@@ -243,7 +244,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"persimmon 4.53, " +
 			"param2moe 5.25, " +
 			"exaone_moe 5.1, " +
-			"minicpm3 5.15, " +
+			"minicpm3 5.13, " +
+			"youtu 5.1, " +
 			"minicpm5_moe 5.25, " +
 			"dbrx 5.15, " +
 			"falcon_mamba 5.25, " +

@@ -153,6 +153,10 @@ var configClasses = map[string]*configClass{
 	// deepSeekMLA), tie_word_embeddings true (buildMiniCPM3's default)
 	"minicpm3": {name: "MiniCPM3Config", defaults: map[string]any{"intermediate_size": num("6400"),
 		"q_lora_rank": num("768"), "kv_lora_rank": num("256"), "qk_nope_head_dim": num("64"), "qk_rope_head_dim": num("32")}},
+	// YoutuConfig (buildYoutu): DeepseekV3Config's latent sizes without
+	// its MoE keys, and intermediate_size
+	"youtu": {name: "YoutuConfig", defaults: map[string]any{"intermediate_size": num("6144"),
+		"q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")}},
 	// PersimmonConfig's __post_init__ sets partial_rotary_factor 0.5
 	"persimmon": {name: "PersimmonConfig", rotary: true, defaults: map[string]any{"partial_rotary_factor": num("0.5")}},
 	"param2moe": {name: "Param2MoeConfig", aliases: glm4MoEAliases, rotary: true,

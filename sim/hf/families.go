@@ -309,13 +309,13 @@ var hfFamilies = []hfFamily{
 	// minicpm3: OpenBMB's MiniCPM3-4B, Llama's layers around DeepSeek-V2's
 	// latent attention with MiniCPM's three scalings (minicpm3.go). The
 	// 5.13.0 wheel is the first with models/minicpm3 (absent from 5.12.1;
-	// unzip -l), but 5.13 and 5.14 build MiniCPM3Attention's key as a
-	// torch.cat of kv_b_proj's nope part and the rope key, with the value
-	// padded inside the attention for flash; the 5.15.0 wheel is the first
-	// with DeepseekV2Attention's expand_kv, what memsh models (5.15.0 to
-	// 5.24.0 read: the rotary forward's form and the cache's name differ).
-	{modelType: "minicpm3", prefix: "MiniCPM3", base: "model", heads: decoderHeads, build: buildMiniCPM3, noEager: true, since: [2]int{5, 15},
-		sinceWhy: "5.13 and 5.14 build MiniCPM3Attention with a forward of its own (the key a torch.cat of kv_b_proj's nope part and the rope key, v padded for flash in the attention)"},
+	// unzip -l). 5.13 and 5.14 build MiniCPM3Attention's key as a torch.cat
+	// of kv_b_proj's nope part and the rope key and pad v for flash inside
+	// the attention, where 5.15 and later (DeepseekV2Attention's expand_kv)
+	// copy into new_empty and pad in integrations/flash_attention.py: the
+	// same tensors (5.13.0 measured equal to 5.25.0 under sdpa,
+	// TestMiniCPM3Transformers513).
+	{modelType: "minicpm3", prefix: "MiniCPM3", base: "model", heads: decoderHeads, build: buildMiniCPM3, noEager: true, since: [2]int{5, 13}},
 	// minicpm5_moe: OpenBMB's MiniCPM5-15B-A2.5B (minicpm5_moe.go); the
 	// 5.25.0 wheel is the first with models/minicpm5_moe (absent from
 	// 5.24.0 and 5.22.0; unzip -l). Its router is DeepSeek-V3's, kept fp32
@@ -451,6 +451,13 @@ var hfFamilies = []hfFamily{
 	// 5.25.0 does (modeling_recurrent_gemma.py of each wheel read).
 	{modelType: "recurrent_gemma", prefix: "RecurrentGemma", base: "model", heads: decoderHeads, build: buildRecurrentGemma, since: [2]int{5, 17},
 		sinceWhy: "4.40 to 5.12 rotate with torch.chunk's halves (4.x and 5.0 with the attention's own cache and mask), 5.13 to 5.16 rotate the whole head"},
+	// youtu: Tencent's Youtu-LLM-2B, Llama's layers around DeepSeek-V3's
+	// latent attention (youtu.go). The 5.1.0 wheel is the first with
+	// models/youtu (absent from 5.0.0); up to 5.14 its attention builds
+	// the key by torch.cat, from 5.15 by expand_kv's copies: the same
+	// tensors (5.1.0 and 5.14.0 measured equal to 5.25.0 under sdpa,
+	// TestYoutuTransformers51).
+	{modelType: "youtu", prefix: "Youtu", base: "model", heads: decoderHeads, build: buildYoutu, noEager: true, since: [2]int{5, 1}},
 	// zamba2: Zyphra's Zamba2 (zamba2.go). The 4.57.1 wheel has
 	// models/zamba2 (4.48.0 has not), but 4.x trains its Mamba-2 layers
 	// through the split kernels unless use_mem_eff_path (another saved

@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/nn"
 )
 
 // buildMiniCPM3 builds transformers' MiniCPM3ForCausalLM (model_type
@@ -39,51 +38,9 @@ import (
 // sets only repeat_kv's group count, which SDPA's path leaves the bytes
 // the same with: 2 and 40 measured). Eager attention is refused as for
 // every MLA family (noEager), attention_dropout above 0 too (not
-// modelled on nn.MLA).
+// modelled on nn.MLA): buildMLALlama.
 func buildMiniCPM3(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	heads := c.size("num_attention_heads")
-	vocab := c.size("vocab_size")
-	inter := c.size("intermediate_size")
-	if heads > 0 && hidden%heads != 0 && c.err == nil {
-		// MiniCPM3Config.validate_architecture, whatever v_head_dim says
-		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): MiniCPM3Config refuses it (validate_architecture)", hidden, heads)
-	}
-	at, estimate := deepSeekMLA(c, attn)
-	if pa := c.prob("attention_dropout", 0); pa > 0 && c.err == nil {
-		c.fail("attention_dropout", "is not modelled for model_type minicpm3 (got %g): memsh's latent attention drops nothing; set 0", pa)
-	}
-	c.object("rope_scaling")
-	c.object("rope_parameters")
-	tie := c.flag("tie_word_embeddings", true)
-	act := c.mlpAct("hidden_act", "silu", true)
-	mlpBias := c.flag("mlp_bias", false)
-	embScale := c.minicpm3Factor("scale_emb", 12, 0)
-	depth := c.minicpm3Factor("scale_depth", 1.4, math.Sqrt(float64(layers)))
-	base := c.minicpm3Factor("dim_model_base", 256, float64(hidden))
-	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias}
-	c.checkLayer(mlp, map[nn.Field]string{nn.FieldHidden: "intermediate_size"})
-	c.checkTotal(float64(layers)*(estimate+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
-	if c.err != nil {
-		return nil
-	}
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	resid := func() core.Layer {
-		return &nn.Scale{Name: "residual_scale", Factor: depth / math.Sqrt(float64(layers))}
-	}
-	block := seq(res(norm("input_layernorm"), at, resid()), res(norm("post_attention_layernorm"), mlp, resid()))
-	blocks := make([]core.Layer, layers)
-	for i := range blocks {
-		blocks[i] = block
-	}
-	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
-		&nn.Scale{Name: "embed_scale", Factor: embScale, In: "embed_tokens", Buffer: true, Rebinds: true},
-		stackBlocks("layers", blocks), norm("norm")}
-	if head == headCausalLM {
-		ls = append(ls, &nn.Scale{Name: "logits_scaling", Factor: base / float64(hidden)})
-	}
-	return c.finish(head, ls, vocab, tie)
+	return buildMLALlama(c, attn, head)
 }
 
 // minicpm3Factor reads one of MiniCPM3's scalings: a positive finite
