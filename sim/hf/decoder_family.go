@@ -4,7 +4,7 @@ package hf
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// vaultgemma, phimoe, gpt_oss, granite, granite_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
+// vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
 // (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, olmo and nemotron; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
@@ -128,6 +128,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, moe: "granitemoeshared", mup: true, actKey: "hidden_act"}
 	case "granite_swa": // GraniteSWAConfig ties the head by default
 		return decoderFamily{tie: true, biasFlags: true, mup: true, sinks: true, windows: true, windowDef: 128, graniteSWA: true, actKey: "hidden_act"}
+	case "granitemoe_swa": // GraniteMoeShared's layer with GraniteSWA's attention
+		return decoderFamily{attnBias: true, moe: "granitemoeshared", mup: true, sinks: true, windows: true, windowDef: 128, graniteSWA: true, actKey: "hidden_act"}
 	case "olmoe":
 		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
 	case "smollm3":

@@ -206,6 +206,11 @@ var hfFamilies = []hfFamily{
 	// matmul, not in what a step holds.
 	{modelType: "granite_swa", prefix: "GraniteSWA", base: "model", heads: decoderHeads, build: buildDecoder, noSDPA: true, since: [2]int{5, 15}},
 	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "router", paramRouterSince: [2]int{5, 0}}},
+	// granitemoe_swa: IBM's granite-swash-3b-a600m, granitemoeshared's
+	// layer with GraniteSWA's attention (granite_swa.go); no SDPA path
+	// (noSDPA). The 5.15.0 wheel is the first with models/granitemoe_swa
+	// (absent from 5.14.0), as for granite_swa.
+	{modelType: "granitemoe_swa", prefix: "GraniteMoeSWA", base: "model", heads: decoderHeads, build: buildDecoder, noSDPA: true, since: [2]int{5, 15}, experts: &hfExperts{router: "router", paramRouterSince: [2]int{5, 0}}},
 	// granitemoeshared: GraniteMoe with a shared MLP beside the experts
 	// (granite.go); the 4.49.0 wheel is the first with
 	// models/granitemoeshared (absent from 4.48.0).

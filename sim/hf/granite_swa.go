@@ -26,7 +26,14 @@ import (
 //     forward; a layer whose base is 0 has no rope (NoPE). The parent's
 //     rotary_emb is built but unused (buffers only: no parameters).
 //
-// GraniteSWAPreTrainedModel sets _supports_sdpa False: transformers'
+// GraniteMoeSWA (model_type granitemoe_swa: granite-swash-3b-a600m;
+// models/granitemoe_swa/modular_granitemoe_swa.py at 5.25.0) is
+// GraniteMoeShared's layer (granite.go's graniteMoEShared: the routed
+// experts and the shared_mlp) with the same GraniteSWAAttention, masks and
+// rotary_embs; its config class is GraniteMoeSharedConfig's (the head
+// untied by default) with the three keys above.
+//
+// GraniteSWAPreTrainedModel (and GraniteMoeSWAPreTrainedModel) sets _supports_sdpa False: transformers'
 // default load runs eager (an explicit "sdpa" is refused), which memsh's
 // attn="sdpa" follows (hfFamily.noSDPA); flash_attention_2 is
 // replaced by the first of _compatible_flash_implementations

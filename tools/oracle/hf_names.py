@@ -85,6 +85,7 @@ CASES = [
     ("gptj-tiny.json", "", ("GPTJForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
     ("granite_swa-tiny.json", "", ("GraniteSWAForCausalLM",)),
+    ("granitemoe_swa-tiny.json", "", ("GraniteMoeSWAForCausalLM",)),
     ("granitemoeshared-tiny.json", "", ("GraniteMoeSharedForCausalLM",)),
     ("hunyuan_v1_dense-tiny.json", "", ("HunYuanDenseV1ForCausalLM",)),
     ("hunyuan_v1_moe-tiny.json", "", ("HunYuanMoEV1ForCausalLM",)),
