@@ -150,7 +150,8 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err := axolotlLoRA(t, adapter, fsdp == 1 && o.GPUs > 1); err != nil {
 		return nil, err
 	}
-	if err := axolotlCheckpoint(t, model.kind); err != nil {
+	var run hfRun
+	if err := axolotlCheckpoint(t, model.kind, adapter, &run); err != nil {
 		return nil, err
 	}
 	packedRow, err := axolotlRows(t, o, attn)
@@ -174,7 +175,11 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := hfRun{adaptersInBaseDtype: !autocastAdapters, packedRow: packedRow, cce: cce}
+	run.adaptersInBaseDtype, run.packedRow, run.cce = !autocastAdapters, packedRow, cce
+	if cce && run.offloadActivations {
+		t.notModelled = append(t.notModelled, "activation_offloading: Cut Cross-Entropy reads lm_head's weight without running lm_head, so the hook that keeps "+
+			"the output head's tensors on the GPU never fires and the loss's saved tensors (the head input, lse, ...) go to the host too: memsh keeps them on the GPU")
+	}
 	if adapter == "qlora" {
 		// bnb_4bit_quant_storage bf16, fp32 for Jamba, Qwen2-MoE and
 		// Nemotron-H without DeepSpeed or FSDP (loaders/model.py l.720-729)
@@ -387,14 +392,26 @@ func axolotlCompile(t *tree) error {
 
 // axolotlCheckpoint is gradient_checkpointing and its kwargs as
 // normalize_config leaves them (utils/config/__init__.py l.377-399).
-func axolotlCheckpoint(t *tree, modelType string) error {
+func axolotlCheckpoint(t *tree, modelType, adapter string, run *hfRun) error {
 	v, _ := t.get("gradient_checkpointing")
-	if s, ok := v.(string); ok && (s == "offload" || s == "offload_disk") {
-		return t.errorf("gradient_checkpointing", "true, or write the plan in Starlark", "%s (checkpoints offloaded to the CPU or disk) is not modelled", quoteKey(s))
+	if s, ok := v.(string); ok {
+		switch s {
+		case "offload": // schemas/validation.py l.1426-1441: the deprecated spellings
+			return axolotlOffload(t, "gradient_checkpointing", true, adapter, run)
+		case "offload_disk":
+			return t.errorf("gradient_checkpointing", "true, or write the plan in Starlark", "%s (checkpoints offloaded to disk) is not modelled", quoteKey(s))
+		}
 	}
 	on, err := t.boolean("gradient_checkpointing", false)
 	if err != nil {
 		return err
+	}
+	if ao, _ := t.get("activation_offloading"); ao != nil && ao != false {
+		if !on {
+			return t.errorf("activation_offloading", "gradient_checkpointing: true (Axolotl refuses it without: schemas/validation.py check_activation_offloading_wo_gc)",
+				"activation offloading requires gradient_checkpointing")
+		}
+		return axolotlOffload(t, "activation_offloading", ao, adapter, run)
 	}
 	t.derive("gradient_checkpointing", on, "gradient_checkpointing")
 	kwargs := false
@@ -407,6 +424,34 @@ func axolotlCheckpoint(t *tree, modelType string) error {
 		t.derive("gradient_checkpointing_kwargs.use_reentrant", false, "gradient_checkpointing")
 	} else if on && !kwargs {
 		t.derive("gradient_checkpointing_kwargs.use_reentrant", true, "gradient_checkpointing")
+	}
+	return nil
+}
+
+// axolotlOffload is activation_offloading true or "legacy" (or the
+// deprecated gradient_checkpointing: offload), read from axolotl 067b021c8:
+// TRL's OffloadActivations around each training step
+// (core/trainers/mixins/activation_checkpointing.py: the saved tensors of
+// the model, lm_head's aside, in pinned host memory; "legacy" without its
+// CUDA streams), in place of transformers' checkpointing, which the
+// builder turns off (core/builders/base.py _configure_gradient_checkpointing).
+// A LoRA or QLoRA run offloads every saved tensor and recomputes nothing;
+// a full fine-tune wraps each decoder layer in a non-reentrant checkpoint
+// (loaders/model.py _apply_activation_checkpointing: ac_wrap_hf_model) and
+// offloads their inputs. "disk" and "hidden_states" are other mechanisms,
+// refused.
+func axolotlOffload(t *tree, key string, mode any, adapter string, run *hfRun) error {
+	switch mode {
+	case true, "legacy":
+	default:
+		return t.errorf(key, "true or legacy, or write the plan in Starlark", "activation offloading %s is not modelled", quoteKey(fmt.Sprint(mode)))
+	}
+	run.offloadActivations = true
+	run.offloadSync = mode == "legacy"
+	full := adapter == ""
+	t.derive("gradient_checkpointing", full, key)
+	if full {
+		t.derive("gradient_checkpointing_kwargs.use_reentrant", false, key)
 	}
 	return nil
 }

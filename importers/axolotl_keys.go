@@ -17,7 +17,6 @@ var axolotlRefused = []struct{ key, what string }{
 	{"unfrozen_parameters", "training only the parameters these patterns name"},
 	{"peft_layers_to_transform", "LoRA on some layers only"},
 	{"lora_target_parameters", "LoRA on parameters (MoE experts' fused weights)"},
-	{"activation_offloading", "activations offloaded to the CPU or disk"},
 	{"layer_offloading", "the layers' weights offloaded to the CPU"},
 	{"selective_checkpointing", "selective activation checkpointing (ops saved inside a checkpointed layer)"},
 	{"tensor_parallel_size", "tensor parallelism"},

@@ -233,8 +233,12 @@ func TestAxolotlErrors(t *testing.T) {
 			want: "r.yml:9: key xformers_attention: and attn_implementation are both set", wantHint: "only attn_implementation"},
 		{name: "flex attention", file: "r.yml", config: strings.Replace(lora, "flash_attention_2", "flex_attention", 1), opts: o,
 			want: "r.yml:8: key attn_implementation: attention flex_attention is not modelled", wantHint: "sdpa"},
-		{name: "offloaded checkpoints", file: "r.yml", config: lora + "gradient_checkpointing: offload\n", opts: o,
-			want: "r.yml:9: key gradient_checkpointing: offload (checkpoints offloaded to the CPU or disk) is not modelled", wantHint: "true"},
+		{name: "checkpoints offloaded to disk", file: "r.yml", config: lora + "gradient_checkpointing: offload_disk\n", opts: o,
+			want: "r.yml:9: key gradient_checkpointing: offload_disk (checkpoints offloaded to disk) is not modelled", wantHint: "true"},
+		{name: "activations offloaded to disk", file: "r.yml", config: lora + "gradient_checkpointing: true\nactivation_offloading: disk\n", opts: o,
+			want: "r.yml:10: key activation_offloading: activation offloading disk is not modelled", wantHint: "legacy"},
+		{name: "activation offloading without checkpointing", file: "r.yml", config: lora + "activation_offloading: true\n", opts: o,
+			want: "r.yml:9: key activation_offloading: activation offloading requires gradient_checkpointing", wantHint: "gradient_checkpointing: true"},
 		{name: "one batch key", file: "r.yml", config: "base_model: x\nmicro_batch_size: 2\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n", opts: o,
 			want: "r.yml: key micro_batch_size: Axolotl wants at least two of micro_batch_size, gradient_accumulation_steps, batch_size (schemas/validation.py)", wantHint: "gradient_accumulation_steps: 8"},
 		{name: "a packed row out of range", file: "r.yml", config: "base_model: x\nmicro_batch_size: 1024\ngradient_accumulation_steps: 1\nsequence_len: 32768\nsample_packing: true\n" +
@@ -255,9 +259,9 @@ func TestAxolotlRefusedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runErrorCases(t, []errorCase{{name: "Qwen3 32B QLoRA with its checkpoints offloaded", file: "qwen3_32b_qlora.yaml", config: string(data),
+	runErrorCases(t, []errorCase{{name: "Qwen3 32B QLoRA with torchao's 4-bit AdamW", file: "qwen3_32b_qlora.yaml", config: string(data),
 		opts: Options{Model: "config.json", ModelData: []byte(`{"model_type": "qwen3"}`)},
-		want: "qwen3_32b_qlora.yaml:59: key gradient_checkpointing: offload (checkpoints offloaded to the CPU or disk) is not modelled", wantHint: "Starlark"}})
+		want: "qwen3_32b_qlora.yaml:52: key optimizer: optimizer adamw_torch_4bit is not modelled", wantHint: "memsh knows"}})
 }
 
 // An Axolotl config is told by base_model with one of its batch, sequence,
@@ -343,6 +347,49 @@ func TestAxolotlCutCrossEntropy(t *testing.T) {
 		{"the plugin", base + cce, []string{`loss_chunks = "cce"`}, []string{"liger_kernels"}},
 		{"with Liger's kernels", base + both, []string{`loss_chunks = "cce"`, "liger_kernels = True"}, []string{`"liger"`}},
 		{"turned off", base + cce + "cut_cross_entropy: false\n", nil, []string{"loss_chunks", "liger_kernels"}},
+	} {
+		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(res.Script, w) {
+				t.Errorf("%s: want %s in\n%s", tc.name, w, res.Script)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(res.Script, w) {
+				t.Errorf("%s: %s in\n%s", tc.name, w, res.Script)
+			}
+		}
+	}
+}
+
+// TestAxolotlActivationOffloading: activation_offloading true (or the
+// deprecated gradient_checkpointing: offload) is TRL's OffloadActivations
+// in place of transformers' checkpointing: LoRA offloads every saved
+// tensor and recomputes nothing, a full fine-tune checkpoints each layer
+// (non-reentrant) and offloads its input; "legacy" runs the copies on the
+// compute stream.
+func TestAxolotlActivationOffloading(t *testing.T) {
+	const base = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
+		"attn_implementation: flash_attention_2\nbf16: true\n"
+	const lora = "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n"
+	for _, tc := range []struct {
+		name, config string
+		want, not    []string
+	}{
+		{"LoRA", base + lora + "gradient_checkpointing: true\nactivation_offloading: true\n",
+			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint"}},
+		{"LoRA, deprecated spelling", base + lora + "gradient_checkpointing: offload\n",
+			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint"}},
+		{"legacy", base + lora + "gradient_checkpointing: true\nactivation_offloading: legacy\n",
+			[]string{`offload = offload(activations = "cpu", streams = False)`}, []string{"checkpoint"}},
+		{"full fine-tune", base + "gradient_checkpointing: true\nactivation_offloading: true\n",
+			[]string{`offload = offload(activations = "cpu")`, `checkpoint = "full",`}, nil},
+		{"off", base + lora + "gradient_checkpointing: true\nactivation_offloading: false\n",
+			[]string{`checkpoint("full", reentrant = True`}, []string{"offload"}},
 	} {
 		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
 		if err != nil {

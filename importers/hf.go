@@ -169,6 +169,10 @@ type hfRun struct {
 	// cce: the loss is Cut Cross-Entropy (Axolotl's CutCrossEntropyPlugin,
 	// train(loss_chunks = "cce")), beside Liger's other kernels if any.
 	cce bool
+	// offloadActivations: the saved tensors in pinned host memory (Axolotl's
+	// activation_offloading, TRL's OffloadActivations); offloadSync: its
+	// copies on the compute stream ("legacy").
+	offloadActivations, offloadSync bool
 	// quantStorage is the float dtype a 4-bit model's codes are stored in
 	// (bitsandbytes' bnb_4bit_quant_storage, train(quant_storage=)); ""
 	// leaves bitsandbytes' uint8.
@@ -254,6 +258,13 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 			key = src
 		}
 		t.notModelled = append(t.notModelled, key+": Liger's RoPE kernel (in place on copies of q and k: transients only)")
+	}
+	if run.offloadActivations {
+		a := kw("activations", str("cpu"))
+		if run.offloadSync {
+			a += ", " + kw("streams", "False")
+		}
+		p.offload(a)
 	}
 	if compiled, err := t.boolean("torch_compile", false); err != nil {
 		return nil, err
