@@ -113,10 +113,14 @@ func axolotlLoRA(t *tree, adapter string, fsdp1MultiGPU bool) error {
 	var names []any
 	switch x := v.(type) {
 	case nil:
-	case string: // PEFT matches a string as a regular expression over module paths
-		if x != "all-linear" {
-			return t.errorf("lora_target_modules", "a list of module names (q_proj, v_proj, ...), or lora_target_linear: true",
-				"a string is a regular expression over module paths (PEFT), which memsh does not match: %s", quoteKey(x))
+	case string:
+		// loaders/adapter.py l.171-182: with lora_target_linear the string
+		// joins the list of linear names, a name; alone it is PEFT's
+		// target_modules string, a regular expression over module paths
+		// (lora(target_pattern=)).
+		if !linear && x != "all-linear" {
+			t.derive("lora_target_modules", x, "lora_target_modules")
+			return axolotlLoRADerive(t, rank, alpha, dropout, adapter, fsdp1MultiGPU)
 		}
 		names = []any{x}
 	case []any:
@@ -126,10 +130,10 @@ func axolotlLoRA(t *tree, adapter string, fsdp1MultiGPU bool) error {
 	}
 	for _, n := range names {
 		s, ok := n.(string)
-		if _, known := hfLoRA[s]; !ok || !known {
-			return t.errorf("lora_target_modules", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or all-linear", "unknown module %s", describe(n))
+		if !ok || s == "" {
+			return t.errorf("lora_target_modules", "a list of module names (q_proj, v_proj, ...)", "want a module name, got %s", describe(n))
 		}
-		if !linear || s == "lm_head" { // lora_target_linear finds every other
+		if _, role := hfLoRA[s]; !linear || s == "lm_head" || !role { // lora_target_linear finds every other linear; a name it may not reach stays
 			mods = append(mods, s)
 		}
 	}
@@ -137,10 +141,16 @@ func axolotlLoRA(t *tree, adapter string, fsdp1MultiGPU bool) error {
 		return t.errorf("adapter", "say which layers: lora_target_linear: true, or lora_target_modules: [q_proj, v_proj]",
 			"no LoRA targets (Axolotl hands PEFT an empty target_modules, which it refuses)")
 	}
+	t.derive("lora_target_modules", mods, "lora_target_modules")
+	return axolotlLoRADerive(t, rank, alpha, dropout, adapter, fsdp1MultiGPU)
+}
+
+// axolotlLoRADerive hands the Trainer's reading the adapter's rank,
+// alpha and dropout, and notes what of Axolotl's LoRA keys memsh leaves.
+func axolotlLoRADerive(t *tree, rank, alpha int64, dropout float64, adapter string, fsdp1MultiGPU bool) error {
 	t.derive("lora_r", rank, "lora_r")
 	t.derive("lora_alpha", alpha, "lora_alpha")
 	t.derive("lora_dropout", dropout, "lora_dropout")
-	t.derive("lora_target_modules", mods, "lora_target_modules")
 	t.notModelledIf("peft_use_dora", "DoRA's magnitude vectors and the weight norm it computes")
 	t.notModelledIf("peft_use_rslora", "rank-stabilised scaling (the same tensors)")
 	t.notModelledIf("lora_model_dir", "the saved adapter's adapter_config.json sets its rank and targets, not lora_r and lora_target_*")

@@ -227,8 +227,6 @@ func TestAxolotlErrors(t *testing.T) {
 			want: "r.yml: key lora_r: missing: Axolotl hands PEFT's LoraConfig None", wantHint: "lora_r: 16"},
 		{name: "no LoRA targets", file: "r.yml", config: base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\n", opts: o,
 			want: "r.yml:4: key adapter: no LoRA targets (Axolotl hands PEFT an empty target_modules, which it refuses)", wantHint: "lora_target_linear: true"},
-		{name: "a target regex", file: "r.yml", config: base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_modules: q_proj\n", opts: o,
-			want: "r.yml:7: key lora_target_modules: a string is a regular expression over module paths (PEFT), which memsh does not match: q_proj", wantHint: "a list"},
 		{name: "xformers", file: "r.yml", config: lora + "xformers_attention: true\n", opts: o,
 			want: "r.yml:9: key xformers_attention: and attn_implementation are both set", wantHint: "only attn_implementation"},
 		{name: "flex attention", file: "r.yml", config: strings.Replace(lora, "flash_attention_2", "flex_attention", 1), opts: o,
@@ -405,6 +403,31 @@ func TestAxolotlActivationOffloading(t *testing.T) {
 			if strings.Contains(res.Script, w) {
 				t.Errorf("%s: %s in\n%s", tc.name, w, res.Script)
 			}
+		}
+	}
+}
+
+// TestAxolotlLoRATargets: lora_target_modules as PEFT reads what Axolotl
+// hands it (loaders/adapter.py l.171-182): a string alone is a regular
+// expression over module paths (lora(target_pattern=)); with
+// lora_target_linear it joins the linear names as a name; a name memsh
+// has no role for is passed on as a module name.
+func TestAxolotlLoRATargets(t *testing.T) {
+	const base = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
+		"attn_implementation: flash_attention_2\nbf16: true\nadapter: lora\nlora_r: 8\nlora_alpha: 16\n"
+	for _, tc := range []struct{ name, config, want string }{
+		{"a pattern", base + "lora_target_modules: 'model.layers.[\\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj'\n",
+			`target_pattern = "model.layers.[\\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj"`},
+		{"a string beside lora_target_linear", base + "lora_target_linear: true\nlora_target_modules: lm_head\n", `targets = ["all-linear", "lm_head"]`},
+		{"a name without a role", base + "lora_target_modules: [q_proj, qkv_proj, w1]\n", `targets = ["q", "qkv_proj", "w1"]`},
+	} {
+		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !strings.Contains(res.Script, tc.want) {
+			t.Errorf("%s: want %s in\n%s", tc.name, tc.want, res.Script)
 		}
 	}
 }

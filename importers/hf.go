@@ -359,9 +359,17 @@ func hfAdapters(t *tree, p *plan, run hfRun) error {
 		return err
 	}
 	dropout := formatFloat(drop)
-	mods, err := t.strs("lora_target_modules")
-	if err != nil {
-		return err
+	// PEFT's target_modules: a list of names (each a module path or its
+	// last parts), or one string, a regular expression over the whole path
+	// (target_pattern), "all-linear" aside.
+	raw, _ := t.get("lora_target_modules")
+	pattern, isPattern := raw.(string)
+	isPattern = isPattern && pattern != "all-linear"
+	var mods []string
+	if !isPattern {
+		if mods, err = t.strs("lora_target_modules"); err != nil {
+			return err
+		}
 	}
 	if !peft {
 		return nil
@@ -370,16 +378,19 @@ func hfAdapters(t *tree, p *plan, run hfRun) error {
 	if mods != nil {
 		targets = nil
 		for _, m := range mods {
-			role, ok := hfLoRA[m]
-			if !ok {
-				return t.errorf("lora_target_modules", "memsh knows q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head and all-linear", "unknown module %s", quoteKey(m))
+			if role, ok := hfLoRA[m]; ok {
+				targets = append(targets, role)
+			} else {
+				targets = append(targets, m) // a module name, as PEFT matches it (lora(targets=) reads names)
 			}
-			targets = append(targets, role)
 		}
 	}
 	t.notModelledIf("use_dora", "DoRA's magnitude vectors and the weight norm it computes")
 	t.notModelledIf("lora_modules_to_save", "modules trained in full beside the adapters")
 	args := []string{kw("rank", num(rank)), kw("alpha", num(alpha)), kw("targets", strList(targets)), kw("dropout", dropout)}
+	if isPattern {
+		args[2] = kw("target_pattern", str(pattern))
+	}
 	if run.adaptersInBaseDtype {
 		args = append(args, kw("autocast_adapter_dtype", "False"))
 	}

@@ -26,7 +26,7 @@ func (x LoRA) Hash() (uint32, error) { return starlark.String(x.String()).Hash()
 
 func (x LoRA) String() string { return x.l.String() }
 
-var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "target_parameters", "targets"}
+var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "target_parameters", "target_pattern", "targets"}
 
 func (x LoRA) AttrNames() []string { return loraAttrNames }
 
@@ -44,6 +44,11 @@ func (x LoRA) Attr(name string) (starlark.Value, error) {
 		return stringTuple(x.l.Targets), nil
 	case "target_parameters":
 		return stringTuple(x.l.TargetParameters), nil
+	case "target_pattern":
+		if x.l.Pattern == "" {
+			return starlark.None, nil
+		}
+		return starlark.String(x.l.Pattern), nil
 	}
 	return nil, nil
 }
@@ -59,7 +64,7 @@ func stringTuple(ss []string) starlark.Tuple {
 func LoraBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "lora",
-		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0, autocast_adapter_dtype=True, target_parameters=[])",
+		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0, autocast_adapter_dtype=True, target_parameters=[], target_pattern=None)",
 		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
 			"state) and each targeted linear layer gets trainable A (rank x in) and B (out x rank), as PEFT's " +
 			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, router, linear (plain " +
@@ -69,7 +74,11 @@ func LoraBuiltins() []host.Builtin {
 			"transformers does) reaches every attention.self.query and attention.self.value, [\"c_attn\"] GPT-2's fused " +
 			"projection, \"output.dense\" both of a BERT layer's output denses. Names of which none matches anything are " +
 			"refused, as PEFT refuses them (a list of which some match is applied, as PEFT applies it), and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
-			"modules in every layer. An adapter on a pooler's dense (BERT's pooler, RoBERTa's classifier.dense) is not " +
+			"modules in every layer. target_pattern is PEFT's target_modules given as one string, in place of targets: a " +
+			"regular expression a linear's whole module path must match (re.fullmatch), so " +
+			"\"model.language_model.layers.[0-9]+.(self_attn|mlp).(q|v|up)_proj\" reaches those projections of a vision-language " +
+			"model's text layers and none of its vision tower's; it may pick some layers (\"model.layers.(0|1).self_attn.q_proj\"). memsh reads " +
+			"RE2's syntax (no lookarounds or backreferences) and refuses a pattern that matches no linear, as PEFT refuses it. An adapter on a pooler's dense (BERT's pooler, RoBERTa's classifier.dense) is not " +
 			"modelled: a target reaching one is refused. " +
 			"On PEFT's Mamba model types (mamba, mamba2, falcon_mamba, falcon_h1, nemotron_h) a target reaching a Mamba mixer's out_proj " +
 			"or conv1d, all-linear included, is refused, as PEFT refuses it (the Mamba kernels read those weights themselves). " +
@@ -102,8 +111,9 @@ func LoraBuiltins() []host.Builtin {
 
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rank, alpha, dropout, targets, autocastAdapter, targetParams starlark.Value
+	var pattern starlark.String
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,
-		"autocast_adapter_dtype?", &autocastAdapter, "target_parameters?", &targetParams); err != nil {
+		"autocast_adapter_dtype?", &autocastAdapter, "target_parameters?", &targetParams, "target_pattern?", &pattern); err != nil {
 		return nil, err
 	}
 	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
@@ -131,6 +141,13 @@ func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs
 		if l.Targets, err = stringList(targets, "targets"); err != nil {
 			return nil, err
 		}
+	}
+	if pattern != "" {
+		if targets != nil && targets != starlark.None {
+			return nil, &units.Error{Msg: "lora: target_pattern stands for targets, as PEFT's target_modules is one string or a list",
+				Hint: "give targets=[...] (names or roles) or target_pattern=\"...\" (a regular expression), not both"}
+		}
+		l.Targets, l.Pattern = nil, string(pattern)
 	}
 	if targetParams != nil && targetParams != starlark.None {
 		if l.TargetParameters, err = stringList(targetParams, "target_parameters"); err != nil {

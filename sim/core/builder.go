@@ -1,6 +1,10 @@
 package core
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"regexp"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // builder lowers layers into a program for one micro-batch.
 type Builder struct {
@@ -29,6 +33,9 @@ type Builder struct {
 	loraHits map[string]bool
 	// loraAdapted: some LoRA adapter was registered (unmatchedLoRATargets)
 	loraAdapted bool
+	// loraRe is the plan's LoRA target_pattern, compiled once a lowering
+	// (patternAdapts).
+	loraRe *regexp.Regexp
 	// noGradTrain counts the NoGrad regions open in a training step (not
 	// an eval plan): adapters registered there still require grad
 	// (AdapterParam), as PEFT's do, and get none.

@@ -35,6 +35,11 @@ type LoRA struct {
 	Rank    int64
 	Alpha   float64
 	Targets []string // roles (q k v o qkv gate up down lm_head, or all-linear) or module names (lora_targets.go)
+	// Pattern is PEFT's target_modules given as one string: a regular
+	// expression a linear's whole module path must match (re.fullmatch,
+	// BaseTuner._check_target_module_exists at peft 0.21.2); it stands for
+	// Targets, which are then empty (lora_targets.go).
+	Pattern string
 	// TargetParameters are PEFT's target_parameters: parameters wrapped
 	// in its ParamWrapper by name (a path ending in "." and the name:
 	// "mlp.experts.gate_up_proj"), as the MoE conversion wraps them
@@ -53,6 +58,9 @@ func (l LoRA) String() string {
 		q[i] = strconv.Quote(t)
 	}
 	s := fmt.Sprintf("lora(rank=%d, alpha=%s, targets=[%s]", l.Rank, strconv.FormatFloat(l.Alpha, 'g', -1, 64), strings.Join(q, ", "))
+	if l.Pattern != "" {
+		s = fmt.Sprintf("lora(rank=%d, alpha=%s, target_pattern=%s", l.Rank, strconv.FormatFloat(l.Alpha, 'g', -1, 64), strconv.Quote(l.Pattern))
+	}
 	if l.Dropout != 0 {
 		s += ", dropout=" + strconv.FormatFloat(l.Dropout, 'g', -1, 64)
 	}
@@ -77,7 +85,14 @@ func (l *LoRA) Validate() error {
 	if l.Dropout < 0 || l.Dropout >= 1 {
 		return fmt.Errorf("lora: dropout must be in [0, 1) (got %g)", l.Dropout)
 	}
-	if len(l.Targets) == 0 && len(l.TargetParameters) == 0 {
+	if l.Pattern != "" {
+		if len(l.Targets) > 0 {
+			return fmt.Errorf("lora: target_pattern stands for targets, as PEFT's target_modules is a string or a list: give one of them")
+		}
+		if _, err := compileTargetPattern(l.Pattern); err != nil {
+			return err
+		}
+	} else if len(l.Targets) == 0 && len(l.TargetParameters) == 0 {
 		return fmt.Errorf("lora: targets must name at least one module role (known: all-linear, %v)", linearRoles)
 	}
 	for _, t := range l.TargetParameters {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/memsh/memsh/sim/units"
@@ -29,6 +30,32 @@ func isLoRARole(t string) bool {
 		}
 	}
 	return false
+}
+
+// compileTargetPattern compiles a LoRA.Pattern as PEFT matches it,
+// re.fullmatch over the whole module path. Go's regular expressions are
+// RE2's: a pattern Python's re reads with a lookaround or a backreference
+// is refused, not read otherwise.
+func compileTargetPattern(p string) (*regexp.Regexp, *units.Error) {
+	re, err := regexp.Compile(`^(?:` + p + `)$`)
+	if err != nil {
+		return nil, &units.Error{Path: "lora", Msg: fmt.Sprintf("target_pattern %q is not a regular expression memsh reads: %v", p, err),
+			Hint: "PEFT matches it with Python's re.fullmatch; memsh reads RE2's syntax, without lookarounds or backreferences: name the modules with targets=[...] instead"}
+	}
+	return re, nil
+}
+
+// patternAdapts reports whether the plan's target_pattern matches the
+// module path of the linear the builder is in, noting the hit.
+func (b *Builder) patternAdapts(module string) bool {
+	if b.loraRe == nil {
+		re, err := compileTargetPattern(b.Lora.Pattern)
+		if err != nil {
+			panic(LowerError{err}) // Validate compiled it
+		}
+		b.loraRe = re
+	}
+	return b.loraRe.MatchString(module)
 }
 
 // checkNameTarget refuses a module-name target that PEFT would read
@@ -62,6 +89,10 @@ func (l *LoRA) nameTarget(module string, ex peftExpertNames) string {
 // Adapts reports whether a linear of role at module path module gets an
 // adapter: its role or its module name is targeted.
 func (l *LoRA) Adapts(role Role, module string) bool {
+	if l.Pattern != "" {
+		re, err := compileTargetPattern(l.Pattern)
+		return err == nil && re.MatchString(module)
+	}
 	return l.targets(role, true) || l.nameTarget(module, peftExpertNames{}) != ""
 }
 
@@ -74,6 +105,9 @@ func (b *Builder) adapts(role Role) bool {
 		return false
 	}
 	module, ex := b.Name(""), b.peftExperts()
+	if b.Lora.Pattern != "" {
+		return b.patternAdapts(module)
+	}
 	if b.Lora.targets(role, !ex.excludes(module)) {
 		return true
 	}
@@ -153,6 +187,10 @@ func (b *Builder) unmatchedLoRATargets() error {
 	}
 	if b.loraAdapted {
 		return nil
+	}
+	if b.Lora.Pattern != "" {
+		return &units.Error{Path: "lora", Msg: fmt.Sprintf("target_pattern %q matches no linear module's whole path (PEFT: target modules not found in the base model)", b.Lora.Pattern),
+			Hint: "match the paths as the model names its modules (transformers' named_modules(): \"model.layers.0.self_attn.q_proj\"), the whole path: PEFT's re.fullmatch"}
 	}
 	for _, t := range b.Lora.Targets {
 		if !isLoRARole(t) && !b.loraHits[t] {
