@@ -449,6 +449,10 @@ func axolotlOffload(t *tree, key string, mode any, adapter string, run *hfRun) e
 	run.offloadActivations = true
 	run.offloadSync = mode == "legacy"
 	full := adapter == ""
+	if !full {
+		t.notModelled = append(t.notModelled, key+": with nothing checkpointed memsh leaves the embedding's output without a gradient, "+
+			"where Axolotl's enable_input_require_grads (loaders/adapter.py l.427-428, every adapter) has the first layer compute one")
+	}
 	t.derive("gradient_checkpointing", full, key)
 	if full {
 		t.derive("gradient_checkpointing_kwargs.use_reentrant", false, key)

@@ -63,13 +63,26 @@ func axolotlFSDP(t *tree, adapter string) (int64, error) {
 	if offload {
 		opts = append(opts, "offload")
 	}
-	for _, r := range []struct{ name, what string }{
-		{"activation_checkpointing", "FSDP's own activation checkpointing (say gradient_checkpointing: true instead)"},
-		{"mixed_precision_policy", "an FSDP2 mixed-precision policy of its own"},
-	} {
-		if v, _ := t.get(key(r.name)); v != nil && v != false {
-			return 0, t.errorf(key(r.name), "leave it out, or write the plan in Starlark", "not modelled: %s", r.what)
+	if v, _ := t.get(key("mixed_precision_policy")); v != nil && v != false {
+		return 0, t.errorf(key("mixed_precision_policy"), "leave it out, or write the plan in Starlark", "not modelled: an FSDP2 mixed-precision policy of its own")
+	}
+	// FSDP's own activation checkpointing: setup_fsdp_envs sets
+	// FSDP_ACTIVATION_CHECKPOINTING (utils/trainer.py l.597), and the plugin
+	// wraps each decoder layer in checkpoint_wrapper with NO_REENTRANT before
+	// fully_shard (monkeypatch/accelerate/fsdp2.py l.587-601; accelerate
+	// alike for FSDP1): memsh's non-reentrant checkpointing of every layer
+	// (tools/oracle/fsdp1_prefetch.py holds it to checkpoint_wrapper under
+	// FSDP1). The Trainer refuses it beside its own gradient checkpointing
+	// (transformers 5.25.0 trainer.py l.879-884).
+	if on, err := t.boolean(key("activation_checkpointing"), false); err != nil {
+		return 0, err
+	} else if on {
+		if gc, _ := t.get("gradient_checkpointing"); gc != nil && gc != false {
+			return 0, t.errorf(key("activation_checkpointing"), "keep one: gradient_checkpointing: false, or this key false",
+				"FSDP's activation checkpointing and gradient_checkpointing are both set: the Trainer refuses both")
 		}
+		t.derive("gradient_checkpointing", true, key("activation_checkpointing"))
+		t.derive("gradient_checkpointing_kwargs.use_reentrant", false, key("activation_checkpointing"))
 	}
 	if v, _ := t.get(key("reshard_after_forward")); v == false {
 		return 0, t.errorf(key("reshard_after_forward"), "leave it out (FSDP reshards after forward by default)", "parameters kept unsharded between forward and backward are not modelled")

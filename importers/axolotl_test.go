@@ -200,8 +200,8 @@ func TestAxolotlErrors(t *testing.T) {
 			want: "r.yml:10: key plugins: Liger's kernels are read for Llama, Mistral, Qwen2 and Qwen3: memsh does not know this model's type", wantHint: "--model"},
 		{name: "QLoRA under FSDP2", file: "r.yml", config: strings.Replace(lora, "adapter: lora", "adapter: qlora\nload_in_4bit: true", 1) + "fsdp_version: 2\nfsdp_config:\n  offload_params: true\n", opts: o,
 			want: "r.yml:10: key fsdp_version: bitsandbytes' 4-bit weights under FSDP2 (fully_shard) are not modelled", wantHint: "fsdp_version: 1"},
-		{name: "FSDP's own checkpointing", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_version: 2\n  activation_checkpointing: true\n", opts: o,
-			want: "r.yml:11: key fsdp_config.activation_checkpointing: not modelled: FSDP's own activation checkpointing (say gradient_checkpointing: true instead)", wantHint: "Starlark"},
+		{name: "FSDP's own checkpointing beside gradient_checkpointing", file: "r.yml", config: lora + "gradient_checkpointing: true\nfsdp_config:\n  fsdp_version: 2\n  activation_checkpointing: true\n", opts: o,
+			want: "r.yml:12: key fsdp_config.activation_checkpointing: FSDP's activation checkpointing and gradient_checkpointing are both set: the Trainer refuses both", wantHint: "keep one"},
 		{name: "size-based wrapping", file: "r.yml", config: lora + "fsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n", opts: o,
 			want: "r.yml:10: key fsdp_config.fsdp_auto_wrap_policy: policy SIZE_BASED_WRAP is not modelled", wantHint: "TRANSFORMER_BASED_WRAP"},
 		{name: "hybrid sharding", file: "r.yml", config: lora + "fsdp:\n  - hybrid_shard\nfsdp_config:\n  fsdp_version: 1\n", opts: o,
@@ -379,11 +379,11 @@ func TestAxolotlActivationOffloading(t *testing.T) {
 		want, not    []string
 	}{
 		{"LoRA", base + lora + "gradient_checkpointing: true\nactivation_offloading: true\n",
-			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint"}},
+			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint ="}},
 		{"LoRA, deprecated spelling", base + lora + "gradient_checkpointing: offload\n",
-			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint"}},
+			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint ="}},
 		{"legacy", base + lora + "gradient_checkpointing: true\nactivation_offloading: legacy\n",
-			[]string{`offload = offload(activations = "cpu", streams = False)`}, []string{"checkpoint"}},
+			[]string{`offload = offload(activations = "cpu", streams = False)`}, []string{"checkpoint ="}},
 		{"full fine-tune", base + "gradient_checkpointing: true\nactivation_offloading: true\n",
 			[]string{`offload = offload(activations = "cpu")`, `checkpoint = "full",`}, nil},
 		{"off", base + lora + "gradient_checkpointing: true\nactivation_offloading: false\n",
@@ -428,6 +428,27 @@ func TestAxolotlLoRATargets(t *testing.T) {
 		}
 		if !strings.Contains(res.Script, tc.want) {
 			t.Errorf("%s: want %s in\n%s", tc.name, tc.want, res.Script)
+		}
+	}
+}
+
+// TestAxolotlFSDPCheckpointing: fsdp_config's activation_checkpointing is
+// checkpoint_wrapper(NO_REENTRANT) around each decoder layer before
+// fully_shard (monkeypatch/accelerate/fsdp2.py l.587-601): memsh's
+// non-reentrant checkpointing of every layer.
+func TestAxolotlFSDPCheckpointing(t *testing.T) {
+	const cfg = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
+		"attn_implementation: flash_attention_2\nbf16: true\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n" +
+		"fsdp_version: 2\nfsdp_config:\n  activation_checkpointing: true\n"
+	res, err := Import("r.yml", []byte(cfg), defaults(Options{GPUs: 8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Axolotl calls enable_input_require_grads for every adapter
+	// (loaders/adapter.py l.427-428): the embedding's output requires grad.
+	for _, w := range []string{`checkpoint = checkpoint("full", input_requires_grad = True),`, "fsdp = 2"} {
+		if !strings.Contains(res.Script, w) {
+			t.Errorf("want %s in\n%s", w, res.Script)
 		}
 	}
 }
