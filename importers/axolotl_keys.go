@@ -16,7 +16,6 @@ var axolotlRefused = []struct{ key, what string }{
 	{"lisa_n_layers", "LISA trains a few layers at a time"},
 	{"unfrozen_parameters", "training only the parameters these patterns name"},
 	{"peft_layers_to_transform", "LoRA on some layers only"},
-	{"lora_target_parameters", "LoRA on parameters (MoE experts' fused weights)"},
 	{"layer_offloading", "the layers' weights offloaded to the CPU"},
 	{"selective_checkpointing", "selective activation checkpointing (ops saved inside a checkpointed layer)"},
 	{"tensor_parallel_size", "tensor parallelism"},

@@ -137,7 +137,21 @@ func axolotlLoRA(t *tree, adapter string, fsdp1MultiGPU bool) error {
 			mods = append(mods, s)
 		}
 	}
-	if len(mods) == 0 {
+	// lora_target_parameters: PEFT's target_parameters (loaders/adapter.py
+	// l.172, l.191), parameters wrapped by name as its ParamWrapper wraps
+	// an MoE's 3-D experts (lora(target_parameters=)).
+	params, err := t.strs("lora_target_parameters")
+	if err != nil {
+		return err
+	}
+	if len(params) > 0 {
+		list := make([]any, len(params))
+		for i, p := range params {
+			list[i] = p
+		}
+		t.derive("lora_target_parameters", list, "lora_target_parameters")
+	}
+	if len(mods) == 0 && len(params) == 0 {
 		return t.errorf("adapter", "say which layers: lora_target_linear: true, or lora_target_modules: [q_proj, v_proj]",
 			"no LoRA targets (Axolotl hands PEFT an empty target_modules, which it refuses)")
 	}

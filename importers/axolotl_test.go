@@ -420,6 +420,10 @@ func TestAxolotlLoRATargets(t *testing.T) {
 			`target_pattern = "model.layers.[\\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj"`},
 		{"a string beside lora_target_linear", base + "lora_target_linear: true\nlora_target_modules: lm_head\n", `targets = ["all-linear", "lm_head"]`},
 		{"a name without a role", base + "lora_target_modules: [q_proj, qkv_proj, w1]\n", `targets = ["q", "qkv_proj", "w1"]`},
+		{"parameters", base + "lora_dropout: 0\nlora_target_modules: [q_proj, v_proj]\nlora_target_parameters:\n  - mlp.experts.gate_up_proj\n  - mlp.experts.down_proj\n",
+			`lora = lora(rank = 8, alpha = 16, targets = ["q", "v"], dropout = 0.0, target_parameters = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])`},
+		{"parameters alone", base + "lora_dropout: 0\nlora_target_parameters: [experts.gate_up_proj]\n",
+			`lora = lora(rank = 8, alpha = 16, dropout = 0.0, target_parameters = ["experts.gate_up_proj"])`},
 	} {
 		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
 		if err != nil {

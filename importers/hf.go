@@ -2,6 +2,7 @@ package importers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -390,6 +391,18 @@ func hfAdapters(t *tree, p *plan, run hfRun) error {
 	args := []string{kw("rank", num(rank)), kw("alpha", num(alpha)), kw("targets", strList(targets)), kw("dropout", dropout)}
 	if isPattern {
 		args[2] = kw("target_pattern", str(pattern))
+	}
+	// PEFT's target_parameters (Axolotl's lora_target_parameters): with
+	// them alone, target_modules stays empty.
+	params, err := t.strs("lora_target_parameters")
+	if err != nil {
+		return err
+	}
+	if len(params) > 0 {
+		if len(targets) == 0 && !isPattern {
+			args = slices.Delete(args, 2, 3)
+		}
+		args = append(args, kw("target_parameters", strList(params)))
 	}
 	if run.adaptersInBaseDtype {
 		args = append(args, kw("autocast_adapter_dtype", "False"))
