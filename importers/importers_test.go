@@ -222,8 +222,21 @@ func FuzzImport(f *testing.F) {
 	}
 	f.Add("x.yaml", []byte("model: {_component_: torchtune.models.llama3_1.lora_llama3_1_8b, lora_rank: 8}\nbatch_size: 1\n"))
 	f.Add("x.yaml", []byte("a: &a [*a]\n"))
+	f.Add("ax.yml", []byte("base_model: acme/m\nmicro_batch_size: 1\ngradient_accumulation_steps: 1\nbf16: true\nadapter: lora\nlora_r: 8\nlora_alpha: 16\n"+
+		"lora_target_modules: 'model.layers.[\\d]+.self_attn.q_proj'\nlora_target_parameters: [mlp.experts.gate_up_proj]\n"+
+		"plugins: [axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin]\ngradient_checkpointing: true\nactivation_offloading: legacy\n"+
+		"fsdp_version: 2\nfsdp_config: {activation_checkpointing: false}\n"))
+	// The model a config names is found (a tiny Llama's config.json) or not,
+	// by the name's length, as memsh check's lookup would say.
+	find := func(name string) (FoundModel, error) {
+		if len(name)%2 == 0 {
+			return FoundModel{Looked: "memsh looked in the Hugging Face cache, /c: not there"}, nil
+		}
+		return FoundModel{Path: "c/config.json", From: "the model folder c", Data: []byte(`{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, ` +
+			`"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "dtype": "bfloat16"}`)}, nil
+	}
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		res, err := Import(name, data, defaults(Options{Seq: 64, Top: 3, Function: "llama3_8b"}))
+		res, err := Import(name, data, defaults(Options{Seq: 64, Top: 3, Function: "llama3_8b", FindModel: find}))
 		if err != nil {
 			var ie *Error
 			if !errors.As(err, &ie) {
