@@ -239,7 +239,7 @@ type axolotlModel struct {
 func axolotlModelOf(t *tree, o Options) (axolotlModel, error) {
 	if o.ModelData == nil {
 		name, _ := t.leaves["base_model"].value.(string)
-		return axolotlModel{kind: hfModels[name].fn, plain: hfModels[name].fn != "qwen2"}, nil
+		return axolotlModel{kind: hfModels[name].modelType(), plain: hfModels[name].fn != "qwen2"}, nil
 	}
 	text, _ := hf.PythonJSON(o.ModelData)
 	mt, err := parseJSON(o.Model, text)

@@ -113,6 +113,7 @@ var hfModels = map[string]zooModel{
 	"Qwen/Qwen3-32B":                     {"qwen3", "32b"},
 	"microsoft/Phi-3-mini-4k-instruct":   {"phi3", "mini"},
 	"microsoft/Phi-3-mini-128k-instruct": {"phi3", "mini"},
+	"microsoft/phi-4":                    {"phi4", "14b"},
 	// Qwen2 and Qwen2.5's other sizes (the zoo's qwen2(), from torchtune's
 	// builders of those checkpoints).
 	"Qwen/Qwen2-0.5B":            {"qwen2", "0.5b"},

@@ -87,6 +87,16 @@ var torchtuneModels = map[string]zooModel{
 	"qwen2_5_32b_instruct":  {"qwen2", "32b"},
 	"qwen2_5_72b_base":      {"qwen2", "72b"},
 	"qwen2_5_72b_instruct":  {"qwen2", "72b"},
+	"phi4_14b":              {"phi4", "14b"}, // phi4 _model_builders.py at bd2a0fc
+}
+
+// modelType is the model_type of the Hugging Face config the zoo model
+// stands for: the zoo function's name, Phi-4's aside (a Phi3ForCausalLM).
+func (m zooModel) modelType() string {
+	if m.fn == "phi4" {
+		return "phi3"
+	}
+	return m.fn
 }
 
 // ZooModel is the zoo model memsh check builds for a model a config names

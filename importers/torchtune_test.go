@@ -286,6 +286,7 @@ func TestTorchtuneZooBuilders(t *testing.T) {
 		"torchtune.models.qwen2_5.qwen2_5_72b_instruct": `qwen2("72b", pad_labels = False, position_ids = False)`,
 		"torchtune.models.qwen3.qwen3_4b_instruct":      `qwen3("4b", pad_labels = False, position_ids = False)`,
 		"torchtune.models.qwen3.qwen3_32b":              `qwen3("32b", pad_labels = False, position_ids = False)`,
+		"torchtune.models.phi4.phi4_14b":                `phi4("14b", pad_labels = False, position_ids = False)`,
 	} {
 		res, err := Import("r.yaml", []byte("model:\n  _component_: "+comp+"\nbatch_size: 1\n"), defaults(Options{Seq: 8}))
 		if err != nil {
