@@ -183,6 +183,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"cohere (Command R, R+, Aya 23, Aya Expanse, transformers 4.39) is cohere2's parallel layer rotating q and k in every layer, without windows; use_qk_norm norms each head of q and k with a [heads, head_dim] weight. " +
 			"helium (Helium-1, transformers 4.49) is Llama with attention_bias on q, k and v only, RMSNorms weighting the fp32 rows and a rope on adjacent pairs. " +
 			"ministral (Ministral-8B-Instruct-2410, transformers 4.57) is Mistral whose layer_types sliding_attention layers slide over sliding_window (without layer_types every layer, over 4096 keys by default). " +
+			"jais2 (Jais-2-8B-Chat, transformers 5.0) is Llama with q, k, v, o and an ungated squared-ReLU MLP (up_proj, down_proj) biased by default and LayerNorms with biases. " +
 			"arcee (AFM-4.5B, transformers 4.53) is Llama with an ungated MLP (up_proj, relu2, down_proj); apertus (Apertus-8B, -70B, 4.56) " +
 			"norms q and k per head, names its norms attention_layernorm and feedforward_layernorm and runs its ungated MLP with xIELU (Python path, two trained scalars a layer). " +
 			"dots1 (dots.llm1, transformers 4.53) is DeepSeek-V3's MoE layout behind Qwen3's attention (per-head q_norm and k_norm, sliding layers by layer_types or max_window_layers). " +
@@ -245,6 +246,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"param2moe 5.25, " +
 			"exaone_moe 5.1, " +
 			"minicpm3 5.13, " +
+			"jais2 5.0, " +
 			"youtu 5.1, " +
 			"minicpm5_moe 5.25, " +
 			"dbrx 5.15, " +

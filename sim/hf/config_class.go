@@ -184,6 +184,7 @@ var configClasses = map[string]*configClass{
 	"gpt_oss":           {name: "GptOssConfig", defaults: map[string]any{"num_key_value_heads": num("8"), "head_dim": num("64")}},
 	"helium":            {name: "HeliumConfig", defaults: map[string]any{"num_key_value_heads": num("20")}},
 	"hy_v3":             {name: "HYV3Config", defaults: map[string]any{"num_key_value_heads": num("8")}},
+	"jais2":             {name: "Jais2Config", defaults: map[string]any{"attention_bias": true, "mlp_bias": true}},
 	"jamba":             {name: "JambaConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"laguna":            {name: "LagunaConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"minimax_m2":        {name: "MiniMaxM2Config", defaults: map[string]any{"num_key_value_heads": num("8")}},

@@ -76,6 +76,12 @@ import (
 // adjacent pairs, the first half of rotary_emb's cos and sin
 // repeat_interleaved in every layer (RopeTablesEachLayer).
 //
+// Jais 2 (model_type jais2: inceptionai/Jais-2-8B-Chat; models/jais2 at
+// 5.25.0) is Llama with attention_bias on q, k, v and o and mlp_bias
+// (Jais2Config's defaults: true, configClasses), Nemotron's ungated MLP
+// (up_proj, hidden_act, default "relu2", down_proj) and nn.LayerNorm with
+// a bias for its three norms (Jais2DecoderLayer, Jais2Model).
+//
 // Hunyuan's dense model (model_type hunyuan_v1_dense: tencent/Hunyuan-7B,
 // -4B, -1.8B, -0.5B and their -Instruct; models/hunyuan_v1_dense at 5.25.0)
 // is Llama with attention_bias on q, k, v and o (default false), a
@@ -108,9 +114,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		// config.head_dim, whose default is None
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
-	if c.modelType == "llama" && heads > 0 && hidden%heads != 0 && c.err == nil {
-		// LlamaConfig.validate_architecture, whatever head_dim says
-		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): LlamaConfig refuses it (validate_architecture)", hidden, heads)
+	if (c.modelType == "llama" || c.modelType == "jais2") && heads > 0 && hidden%heads != 0 && c.err == nil {
+		// LlamaConfig.validate_architecture (Jais2Config's the same),
+		// whatever head_dim says
+		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", hidden, heads,
+			map[string]string{"llama": "LlamaConfig", "jais2": "Jais2Config"}[c.modelType])
 	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)

@@ -6,7 +6,7 @@ package hf
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, olmo and nemotron; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -154,6 +154,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, olmoNorm: true, actKey: "hidden_act"}
 	case "nemotron":
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", norm1P: true, actKey: "hidden_act"}
+	case "jais2": // Llama's attention, Nemotron's ungated MLP, nn.LayerNorm (decoder.go)
+		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", layerNorm: true, actKey: "hidden_act"}
 	case "helium":
 		return decoderFamily{headDimDef: 128, helium: true, actKey: "hidden_act"}
 	case "starcoder2":

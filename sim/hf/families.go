@@ -274,6 +274,10 @@ var hfFamilies = []hfFamily{
 	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).
 	{modelType: "llama4", prefix: "Llama4", base: "model", heads: vlHeads, build: buildLlama4, noFlash: true, vl: true, since: [2]int{4, 51}},
 	{modelType: "llama4_text", prefix: "Llama4", base: "model", heads: decoderHeads, build: buildLlama4, noFlash: true, since: [2]int{4, 51}},
+	// jais2: Inception's Jais-2-8B-Chat, Llama's attention with Nemotron's
+	// ungated squared-ReLU MLP and nn.LayerNorm norms (decoder.go); the
+	// 5.0.0 wheel is the first with models/jais2 (absent from 4.57.6).
+	{modelType: "jais2", prefix: "Jais2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
 	// longcat_flash: the 4.57.0 wheel is the first with
 	// models/longcat_flash (absent from 4.56.2), but memsh models 5.25.0's
 	// (longcat.go): 4.57 loops over an nn.ModuleList of experts and

@@ -118,6 +118,7 @@ CASES = [
     ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
     ("helium-tiny.json", "", ("HeliumForCausalLM",)),
+    ("jais2-tiny.json", "", ("Jais2ForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("mpt-tiny.json", "", ("MptForCausalLM",)),
