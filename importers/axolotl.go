@@ -135,11 +135,6 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("attn_implementation", "attn_implementation: flash_attention_2 (Axolotl then casts them back), or write the plan in Starlark",
 			"a full fine-tune with %s attention keeps embed_tokens, lm_head and the norms in fp32 over %s weights (loaders/model.py _configure_embedding_dtypes), which memsh's precision does not model", attnName(attn), dtype)
 	}
-	if t.leaves["load_in_8bit"].truthy() && dtype == "bfloat16" {
-		// bitsandbytes' MatMul8bitLt casts its inputs to float16
-		return nil, t.errorf("load_in_8bit", "bf16: false (Axolotl then loads float16 weights for load_in_8bit), or adapter: qlora with load_in_4bit",
-			"memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16")
-	}
 	cce, err := axolotlLiger(t, model.kind)
 	if err != nil {
 		return nil, err

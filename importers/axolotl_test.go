@@ -218,8 +218,6 @@ func TestAxolotlErrors(t *testing.T) {
 			want: "r.yml:4: key adapter: qlora requires load_in_4bit", wantHint: "load_in_4bit: true"},
 		{name: "4 bits without an adapter", file: "r.yml", config: base + "load_in_4bit: true\n", opts: o,
 			want: "r.yml:4: key load_in_4bit: a quantized model trains only adapters (no adapter set)", wantHint: "adapter: qlora"},
-		{name: "8-bit LoRA over bf16", file: "r.yml", config: lora + "load_in_8bit: true\n", opts: o,
-			want: "r.yml:9: key load_in_8bit: memsh's int8 weights compute in fp16, and Axolotl's bf16 (auto: on where the card has bf16) loads the model in bfloat16", wantHint: "bf16: false"},
 		{name: "a full fine-tune under sdpa", file: "r.yml", config: base + "sequence_len: 1024\n", opts: o,
 			want:     "r.yml: key attn_implementation: a full fine-tune with transformers' default (sdpa) attention keeps embed_tokens, lm_head and the norms in fp32 over bfloat16 weights (loaders/model.py _configure_embedding_dtypes), which memsh's precision does not model",
 			wantHint: "flash_attention_2"},

@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 func TestQuantStorage(t *testing.T) {
@@ -21,10 +23,10 @@ func TestQuantStorage(t *testing.T) {
 		{"nf4-dq", []int64{4096, 4096}, 8_388_608 + 262_144 + 4_096 + 4 + 64},
 		// odd sizes: (n+1)/2 codes, blocks rounded up
 		{"nf4", []int64{3, 43}, 65 + 3*4 + 64},
-		// int8 col_ampere: 11008 and 4096 are multiples of 32; SCB per row
+		// int8: the row-major codes and SCB, an fp32 scale per row
 		{"int8", []int64{11008, 4096}, 11008*4096 + 11008*4},
-		// 100x70 pads to 128x96
-		{"int8", []int64{100, 70}, 128*96 + 400},
+		// row-major (bitsandbytes 0.45 on): 100 x 70 codes, 100 fp32 scales
+		{"int8", []int64{100, 70}, 100*70 + 400},
 	} {
 		if got := core.QuantBytes(tc.scheme, tc.shape); got != tc.want {
 			t.Errorf("%s %v: %d bytes, want %d", tc.scheme, tc.shape, got, tc.want)
@@ -325,26 +327,68 @@ func TestPacking(t *testing.T) {
 	}
 }
 
+// TestQuantInt8 counts bitsandbytes 0.50.2's MatMul8bitLt by hand on
+// tinyLM (64 tokens; up 256 -> 512 with a LoRA adapter, down 512 -> 256,
+// both int8): down's forward in bf16 quantizes its input (the gelu output,
+// 64 x 512): CA int8 32,768 and SCA fp32 256, beside A.to(fp16) 65,536,
+// the outlier test's abs 65,536 and bool mask 32,768, dropped at once;
+// then the int32 GEMM result 64 x 256 x 4 = 65,536 and the fp16
+// dequantized one 32,768 beside the bf16 output 32,768; CA and SCA go
+// after it. In fp16 no input copy is made and the dequantized fp16
+// result is the output. The backward copies CB to bf16 (256 x 512 x 2 =
+// 262,144) with its fp32 scale column (1,024). Under Lightning (LitGPT's
+// models) int8 runs in fp16 only, as BitsandbytesPrecision refuses any
+// other dtype.
 func TestQuantInt8(t *testing.T) {
 	p := tinyPlan(t, tinyLM())
 	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
 	p.Quant = "int8"
-	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), `quant="int8" computes in fp16`) {
-		t.Errorf("int8 in bf16: %v", err)
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// up 512x256 and down 256x512: the int8 codes + fp32 SCB per row
+	want := int64(2*1000*256*2) + (512*256 + 512*4) + (256*512 + 256*4) + (4*256+512*4)*4 // fp32 adapters over bf16
+	if r.States.Params != want {
+		t.Errorf("int8 params %d, want %d", r.States.Params, want)
+	}
+	for _, tc := range []struct {
+		op    string
+		phase replay.Phase
+		want  []int64
+	}{
+		{"down.quant_input", replay.PhaseForward, []int64{32_768, 256, 65_536, 65_536, 32_768, -65_536, -65_536, -32_768}},
+		{"down", replay.PhaseForward, []int64{32_768, 65_536, 32_768, -65_536, -32_768, -32_768, -256}},
+		{"down", replay.PhaseBackward, []int64{262_144, 1_024}},
+	} {
+		got := opEvents(r.Trace, tc.op, tc.phase)
+		if tc.phase == replay.PhaseBackward && len(got) >= 2 {
+			got = got[:2] // the workspaces first; the gradients and frees follow
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s %v: %v, want %v", tc.op, tc.phase, got, tc.want)
+		}
 	}
 	prec, err := core.LookupPrecision("fp16")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Precision = prec
-	r, err := Evaluate(p, core.Options{})
+	r, err = Evaluate(p, core.Options{Trace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// up 512x256 and down 256x512: int8 col_ampere (multiples of 32) + fp32 SCB per row
-	want := int64(2*1000*256*2) + (512*256 + 512*4) + (256*512 + 256*4) + (4*256+512*4)*4 // fp32 adapters over fp16
-	if r.States.Params != want {
-		t.Errorf("int8 params %d, want %d", r.States.Params, want)
+	if got, want := opEvents(r.Trace, "down", replay.PhaseForward), []int64{32_768, 65_536, -65_536, -32_768, -256}; !slices.Equal(got, want) {
+		t.Errorf("fp16 down forward: %v, want %v", got, want)
+	}
+	bf16, err := core.LookupPrecision("bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Precision = bf16
+	p.Model.NativeLoRA = true // a LitGPT model, run by Lightning
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), `quant="int8" runs in fp16 under Lightning's BitsandbytesPrecision`) {
+		t.Errorf("int8 in bf16 under Lightning: %v", err)
 	}
 }
 

@@ -87,7 +87,7 @@ var TrainKeywords = []keyword{
 			`tensorwise K <= 4096 and N <= 1024 (in and out features), rowwise N <= 2048, K <= 1024, or N <= 4096 and K <= 2048 (Llama 3 8B's k and v projections, 4096 -> 1024, under tensorwise)`,
 		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AutoFilter })},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
-	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
+	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit; "int8" is LLM.int8 as bitsandbytes 0.45 and later run it: the row-major int8 weight with an fp32 scale a row, each input cast to fp16 and quantized row-wise, the int32 product dequantized to fp16 and cast to the input's dtype, the input kept for backward, which multiplies by a copy of the weight in that dtype; outlier columns, which depend on the data, taken as none; bf16 or fp16, fp16 only under Lightning, LitGPT's models); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
 	{Name: "phase", Def: starlark.String("train"), Doc: `"train", or "eval" (a forward without gradients)`,
 		set: setPhase},

@@ -118,9 +118,9 @@ var randomKinds = map[string]bool{"dropout": true}
 // addmm, convolution, the flash and efficient attention kernels).
 var computeIntensiveKinds = map[string]bool{"matmul": true, "grouped_matmul": true, "attention": true, "conv1d": true}
 
-// customKinds are kernels outside aten (bitsandbytes' int8 matmul and 4-bit
+// customKinds are kernels outside aten (bitsandbytes' int8 quantization and matmul and 4-bit
 // dequantization): never recomputed (is_non_builtin_to_include).
-var customKinds = map[string]bool{"int8_matmul": true, "dequantize": true}
+var customKinds = map[string]bool{"int8_matmul": true, "int8_vectorwise_quant": true, "dequantize": true}
 
 func recomputable(op *OpInfo) bool { return recomputableKinds[op.Kind] }
 

@@ -74,11 +74,12 @@ func (p *Plan) validateFinetune() error {
 			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant=%q needs a frozen base: bitsandbytes quantized weights cannot be trained", p.Quant),
 				Hint: "add lora=lora(...) or freeze=[...], or drop quant="}
 		}
-		if p.Quant == "int8" && p.Precision.Compute != units.FP16 {
-			// Lightning's BitsandbytesPrecision refuses int8 with any other
-			// dtype (plugins/precision/bitsandbytes.py); bitsandbytes casts
-			// the inputs to fp16 for the int8 matmul (MatMul8bitLt).
-			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant=\"int8\" computes in fp16 (got precision %q)", p.Precision.Name),
+		if p.Quant == "int8" && p.Precision.Compute != units.FP16 && p.Model != nil && p.Model.NativeLoRA {
+			// Lightning's BitsandbytesPrecision, which runs LitGPT's models,
+			// refuses int8 with any other dtype
+			// (plugins/precision/bitsandbytes.py); transformers' load_in_8bit
+			// takes a bf16 model, whose inputs MatMul8bitLt casts to fp16.
+			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant=\"int8\" runs in fp16 under Lightning's BitsandbytesPrecision (got precision %q)", p.Precision.Name),
 				Hint: `use precision="fp16" with int8, or quant="nf4"`}
 		}
 	}

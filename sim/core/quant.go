@@ -2,13 +2,17 @@ package core
 
 import "github.com/memsh/memsh/sim/units"
 
-// Quantized frozen base weights, as bitsandbytes 0.41 stores and runs them
+// Quantized frozen base weights, as bitsandbytes stores and runs them
 // (Linear4bit / Linear8bitLt, used by Lightning Fabric's
 // BitsandbytesPrecision and by transformers' load_in_4bit / load_in_8bit).
-// Sources: bitsandbytes 0.41.1 (commit 18e827d6) functional.py
-// quantize_4bit, dequantize_4bit, quantize_blockwise, get_4bit_type,
-// get_transform_buffer; autograd/_functions.py MatMul4Bit, MatMul8bitLt;
-// nn/modules.py Linear4bit, Linear8bitLt.
+// Sources: the 4-bit schemes, bitsandbytes 0.41.1 (commit 18e827d6)
+// functional.py quantize_4bit, dequantize_4bit, quantize_blockwise,
+// get_4bit_type; autograd/_functions.py MatMul4Bit; nn/modules.py
+// Linear4bit. int8, bitsandbytes 0.50.2 (the release of 2026; LLM.int8 was
+// rewritten in 0.45 without igemmlt's col32 layouts): autograd/_functions.py
+// MatMul8bitLt, backends/cuda/ops.py and backends/default/ops.py
+// (int8_vectorwise_quant, int8_mixed_scaled_mm, int8_scaled_mm,
+// int8_linear_matmul, int8_mm_dequant), nn/modules.py Int8Params.
 //
 // Which linears are quantized: every nn.Linear (attention, MLP, the
 // experts and router of an MoE whose experts are nn.Linear modules) whose
@@ -31,7 +35,6 @@ const (
 	nf4Block  = 64  // quantize_4bit blocksize (Params4bit default)
 	dqBlock   = 256 // compress_statistics: quantize_blockwise(absmax, blocksize=256)
 	nf4Code   = 16  // get_4bit_type: 16 fp32 values, a new device tensor per quantized weight
-	int8Tile  = 32  // get_transform_buffer col_ampere: rows and columns padded to 32
 	fp32Bytes = 4
 )
 
@@ -44,9 +47,8 @@ const (
 //	        a second-level fp32 absmax per 256 blocks, the fp32 offset
 //	        (absmax.mean(), a 0-dim device tensor)
 //	int8    LLM.int8 with frozen weights (has_fp16_weights=False): the int8
-//	        weight in the col_ampere layout of igemmlt (rows and columns
-//	        padded to 32; the row-major copy is dropped after the first
-//	        pass, Linear8bitLt.forward) and SCB, one fp32 scale per row
+//	        weight CB, row-major, and SCB, one fp32 scale per row
+//	        (Int8Params, int8_vectorwise_quant)
 func QuantStorage(scheme string, shape []int64) []StateTensor {
 	n := Numel(shape)
 	blocks := divUp(n, nf4Block)
@@ -61,7 +63,7 @@ func QuantStorage(scheme string, shape []int64) []StateTensor {
 		if len(shape) > 1 {
 			cols = Numel(shape[1:])
 		}
-		return []StateTensor{{"int8 weight (col_ampere)", divUp(rows, int8Tile) * int8Tile * divUp(cols, int8Tile) * int8Tile}, {"SCB row scales", fp32Bytes * rows}}
+		return []StateTensor{{"int8 weight", rows * cols}, {"SCB row scales", fp32Bytes * rows}}
 	case "torchao-nf4":
 		return torchaoStorage(shape) // quant_shard.go
 	}
@@ -109,12 +111,20 @@ func (b *Builder) quantizes(role Role) bool {
 // for grad_A (a transient, not saved). nf4-dq first dequantizes the
 // absmax to fp32 (dequantize_blockwise), another transient.
 //
-// int8 (MatMul8bitLt with igemmlt): the input is cast to fp16 and
-// double-quantized row- and column-wise to int8 (CA, CAt), CA is
-// transformed to col32, igemmlt writes an int32 result that mm_dequant
-// turns into fp16, then clone() makes the 3-D output. CAt and A are kept
-// for backward; backward undoes the col_ampere layout (int8 copy of the
-// weight), casts it to fp16 and multiplies.
+// int8 (MatMul8bitLt, bitsandbytes 0.50.2, the weight frozen): the input
+// A, in its own dtype, is cast to fp16 (a copy unless it is fp16) and
+// quantized row-wise (int8_vectorwise_quant: CA int8 and SCA fp32 per
+// row; with transformers' llm_int8_threshold of 6.0 the outlier test
+// |A| >= 6 makes an fp16 abs and a bool mask of A's size); the copy goes
+// when the call returns. int8_linear_matmul writes an int32 result,
+// int8_mm_dequant an fp16 one, and .to(A.dtype) the output (the fp16 one
+// is the output for an fp16 A). A is kept for backward (ctx.tensors; no
+// column-wise CAt while the weight is frozen). The backward copies CB to
+// A's dtype and scales it in place (SCB / 127, an fp32 column), then
+// grad_output @ CB. Outlier columns depend on the data: memsh takes none
+// (their subA, A's columns over the threshold kept for backward, and the
+// output's addmm copy are left out; a handful of columns in trained
+// models).
 func (b *Builder) quantLinear(name string, role Role, x Value, in, out int64, bias bool) (Value, bool) {
 	if !b.quantizes(role) {
 		return NoValue, false
@@ -154,20 +164,7 @@ func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 	n := out * in
 	tokens := Rows(b.Shape(xin))
 	if scheme == "int8" {
-		i := b.AddOp("int8_matmul", "", []Value{xin}, params...)
-		y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of int8 linear "+b.Name(""))
-		if b.Grad(xin) {
-			cat := b.Out(i, "CAt", b.Shape(xin), units.INT8, "column-quantized int8 input kept by MatMul8bitLt for backward")
-			b.Val(cat).Grad = false
-			b.Save(i, xin, cat)
-		}
-		// fp16 input copy, CA, col32 CA, int32 igemmlt result, fp16 mm_dequant result
-		b.Op(i).WorkF = units.FP16.Bytes(tokens*in) + 2*tokens*in + 4*tokens*out + units.FP16.Bytes(tokens*out)
-		// grad_output double_quant (Cgrad, Cgradt), the row-major int8 weight, its fp16 copy
-		b.Op(i).WorkB = 2*tokens*out + n + units.FP16.Bytes(n)
-		b.Op(i).Flops = 2 * float64(tokens) * float64(in) * float64(out)
-		b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(n)
-		return y
+		return b.int8Matmul(params, xin, in, out)
 	}
 	from := b.Ft.quantFrom
 	var stats int64
@@ -276,4 +273,47 @@ func (b *Builder) adapterParams(role Role, in, out int64) {
 		b.AdapterParam("weight", []int64{a.out, a.in}, RoleLoRA)
 		done()
 	}
+}
+
+// int8Matmul is MatMul8bitLt's forward of xin by the frozen int8 weight
+// (quantLinear's comment): int8_vectorwise_quant, then the int8 GEMM and
+// its dequantization into xin's dtype.
+func (b *Builder) int8Matmul(params []int32, xin Value, in, out int64) Value {
+	dt := b.Dtype(xin)
+	tokens := Rows(b.Shape(xin))
+	q := b.AddOp("int8_vectorwise_quant", "quant_input", []Value{xin})
+	b.Op(q).NoGradB = true
+	ca := b.Out(q, "CA", b.Shape(xin), units.INT8, "the input quantized row-wise to int8 (int8_vectorwise_quant)")
+	sca := b.Out(q, "SCA", []int64{tokens}, units.FP32, "the input's row scales")
+	b.Val(sca).Grad = false
+	var work []int64
+	if dt != units.FP16 {
+		work = append(work, units.FP16.Bytes(tokens*in)) // A.to(torch.float16)
+	}
+	work = append(work, units.FP16.Bytes(tokens*in), units.BOOL.Bytes(tokens*in)) // A.abs() >= threshold
+	b.Op(q).Work = &WorkTensors{F: work}
+	for _, w := range work {
+		b.Op(q).WorkF += w
+	}
+	b.Op(q).Syncs = 1 // outliers.any(), argwhere: the host reads them
+	i := b.AddOp("int8_matmul", "", []Value{xin, ca, sca}, params...)
+	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of int8 linear "+b.Name(""))
+	if b.Grad(xin) {
+		b.Save(i, xin) // ctx.tensors = (CAt None, subA, A)
+	}
+	op := b.Op(i)
+	work = []int64{units.INT32.Bytes(tokens * out)} // int8_linear_matmul
+	if dt != units.FP16 {
+		work = append(work, units.FP16.Bytes(tokens*out)) // int8_mm_dequant's fp16 result, then .to(dtype)
+	}
+	op.Work = &WorkTensors{F: work}
+	for _, w := range work {
+		op.WorkF += w
+	}
+	// backward: CB.to(A.dtype, copy=True), SCB.unsqueeze(1).mul(1/127)
+	op.Work.B = []int64{dt.Bytes(out * in), units.FP32.Bytes(out)}
+	op.WorkB = op.Work.B[0] + op.Work.B[1]
+	op.Flops = 2 * float64(tokens) * float64(in) * float64(out)
+	op.Bytes += float64(b.Val(xin).Bytes) + float64(out*in)
+	return y
 }

@@ -474,7 +474,7 @@ func pointwise(op *core.OpInfo) bool {
 	case "matmul", "int8_matmul", "grouped_matmul", "attention", "graph_attention", "conv1d",
 		"embedding", "table_lookup", "gather", "index_select", "index", "index_add", "index_copy", "scatter_add",
 		"all_gather", "reduce_scatter", "all_to_all", "recv", "send", "chunk_copy",
-		"cross_entropy", "mse_loss", "topk", "dequantize", core.CCEOp, "nonzero":
+		"cross_entropy", "mse_loss", "topk", "dequantize", core.CCEOp, "nonzero", "int8_vectorwise_quant":
 		return false
 	case "cast":
 		return len(op.In) > 0
