@@ -344,21 +344,7 @@ func TestAxolotlCutCrossEntropy(t *testing.T) {
 		{"with Liger's kernels", base + both, []string{`loss_chunks = "cce"`, "liger_kernels = True"}, []string{`"liger"`}},
 		{"turned off", base + cce + "cut_cross_entropy: false\n", nil, []string{"loss_chunks", "liger_kernels"}},
 	} {
-		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(res.Script, w) {
-				t.Errorf("%s: want %s in\n%s", tc.name, w, res.Script)
-			}
-		}
-		for _, w := range tc.not {
-			if strings.Contains(res.Script, w) {
-				t.Errorf("%s: %s in\n%s", tc.name, w, res.Script)
-			}
-		}
+		checkImportedScript(t, tc.name, tc.config, Options{}, tc.want, tc.not)
 	}
 }
 
@@ -387,21 +373,7 @@ func TestAxolotlActivationOffloading(t *testing.T) {
 		{"off", base + lora + "gradient_checkpointing: true\nactivation_offloading: false\n",
 			[]string{`checkpoint("full", reentrant = True`}, []string{"offload"}},
 	} {
-		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(res.Script, w) {
-				t.Errorf("%s: want %s in\n%s", tc.name, w, res.Script)
-			}
-		}
-		for _, w := range tc.not {
-			if strings.Contains(res.Script, w) {
-				t.Errorf("%s: %s in\n%s", tc.name, w, res.Script)
-			}
-		}
+		checkImportedScript(t, tc.name, tc.config, Options{}, tc.want, tc.not)
 	}
 }
 
@@ -423,14 +395,7 @@ func TestAxolotlLoRATargets(t *testing.T) {
 		{"parameters alone", base + "lora_dropout: 0\nlora_target_parameters: [experts.gate_up_proj]\n",
 			`lora = lora(rank = 8, alpha = 16, dropout = 0.0, target_parameters = ["experts.gate_up_proj"])`},
 	} {
-		res, err := Import("r.yml", []byte(tc.config), defaults(Options{}))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if !strings.Contains(res.Script, tc.want) {
-			t.Errorf("%s: want %s in\n%s", tc.name, tc.want, res.Script)
-		}
+		checkImportedScript(t, tc.name, tc.config, Options{}, []string{tc.want}, nil)
 	}
 }
 
@@ -442,15 +407,28 @@ func TestAxolotlFSDPCheckpointing(t *testing.T) {
 	const cfg = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
 		"attn_implementation: flash_attention_2\nbf16: true\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n" +
 		"fsdp_version: 2\nfsdp_config:\n  activation_checkpointing: true\n"
-	res, err := Import("r.yml", []byte(cfg), defaults(Options{GPUs: 8}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Axolotl calls enable_input_require_grads for every adapter
 	// (loaders/adapter.py l.427-428): the embedding's output requires grad.
-	for _, w := range []string{`checkpoint = checkpoint("full", input_requires_grad = True),`, "fsdp = 2"} {
+	checkImportedScript(t, "FSDP's checkpointing", cfg, Options{GPUs: 8}, []string{`checkpoint = checkpoint("full", input_requires_grad = True),`, "fsdp = 2"}, nil)
+}
+
+// checkImportedScript imports config as r.yml and checks that the plan
+// script says each of want and none of not.
+func checkImportedScript(t *testing.T, name, config string, o Options, want, not []string) {
+	t.Helper()
+	res, err := Import("r.yml", []byte(config), defaults(o))
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	for _, w := range want {
 		if !strings.Contains(res.Script, w) {
-			t.Errorf("want %s in\n%s", w, res.Script)
+			t.Errorf("%s: want %s in\n%s", name, w, res.Script)
+		}
+	}
+	for _, w := range not {
+		if strings.Contains(res.Script, w) {
+			t.Errorf("%s: %s in\n%s", name, w, res.Script)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -35,18 +34,10 @@ func TestCutCrossEntropy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		op    string
-		phase replay.Phase
-		want  []int64
-	}{
+	checkOpEvents(t, r.Trace, []opEventCase{
 		{"loss.valids", replay.PhaseForward, []int64{16_368, 2_046, 32_736, 16_368, -2_046, -32_736, -16_368}},
 		{"loss.linear_cross_entropy", replay.PhaseForward, []int64{8_184, 64, 128_000, 8_184, 4, -64, -8_184}},
 		{"loss.linear_cross_entropy", replay.PhaseBackward, []int64{128_000, 256_000, 128_000, 512, 8_000, 2_097_152, 32_768_000,
 			-128_000, -256_000, -128_000, -512, -8_000, -4, -2_097_152, -16_368, -8_184, -128_000}},
-	} {
-		if got := opEvents(r.Trace, tc.op, tc.phase); !slices.Equal(got, tc.want) {
-			t.Errorf("%s %v: %v, want %v", tc.op, tc.phase, got, tc.want)
-		}
-	}
+	})
 }

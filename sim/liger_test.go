@@ -27,6 +27,24 @@ func TestLigerChunkRows(t *testing.T) {
 	}
 }
 
+// opEventCase is what one op allocates and frees in one phase of the
+// steady step (opEvents).
+type opEventCase struct {
+	op    string
+	phase replay.Phase
+	want  []int64
+}
+
+// checkOpEvents checks each case against the trace.
+func checkOpEvents(t *testing.T, tr *replay.Trace, cases []opEventCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if got := opEvents(tr, tc.op, tc.phase); !slices.Equal(got, tc.want) {
+			t.Errorf("%s %v: %v, want %v", tc.op, tc.phase, got, tc.want)
+		}
+	}
+}
+
 // opEvents lists what op does in phase: "+" size for an allocation, "-"
 // size for a free.
 func opEvents(tr *replay.Trace, op string, phase replay.Phase) []int64 {

@@ -46,11 +46,7 @@ func TestTitanChunkedLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		op    string
-		phase replay.Phase
-		want  []int64
-	}{
+	checkOpEvents(t, r.Trace, []opEventCase{
 		{"loss.grad_accumulator", replay.PhaseForward, []int64{4_194_304}},
 		{"loss.logits_0", replay.PhaseForward, []int64{l16}},
 		{"loss.to_fp32_0", replay.PhaseForward, []int64{l32}},
@@ -65,11 +61,7 @@ func TestTitanChunkedLoss(t *testing.T) {
 		{"loss.chunked_loss", replay.PhaseForward, []int64{4, -2_097_152, -4, -4, -4, -4, -4, -4, -4, -4}},
 		{"loss.chunked_loss", replay.PhaseBackward, []int64{-2_097_152, -l32, 2_097_152, l32, -4}},
 		{"loss.logits_8", replay.PhaseForward, nil}, // 8 chunks, no ninth
-	} {
-		if got := opEvents(r.Trace, tc.op, tc.phase); !slices.Equal(got, tc.want) {
-			t.Errorf("%s %v: %v, want %v", tc.op, tc.phase, got, tc.want)
-		}
-	}
+	})
 }
 
 // liveFrom sums what the steady step allocates and frees from the first

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -53,11 +52,7 @@ func TestTitanChunkedLossTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		op    string
-		phase replay.Phase
-		want  []int64
-	}{
+	checkOpEvents(t, r.Trace, []opEventCase{
 		{"sp_all_gather", replay.PhaseForward, []int64{2_097_152, -1_048_576}},
 		{"loss.grad_accumulator", replay.PhaseForward, []int64{4_194_304}},
 		{"loss.logits_0", replay.PhaseForward, []int64{l16}},
@@ -69,11 +64,7 @@ func TestTitanChunkedLossTP(t *testing.T) {
 		{"loss.lm_head_backward_1", replay.PhaseForward, []int64{262_144, l32, -l32, -l16}},
 		{"loss.accumulated_grad", replay.PhaseForward, []int64{2_097_152, -4_194_304, -l16}},
 		{"loss.chunked_loss", replay.PhaseBackward, []int64{-2_097_152, -l32, 2_097_152, l32, -4}},
-	} {
-		if got := opEvents(r.Trace, tc.op, tc.phase); !slices.Equal(got, tc.want) {
-			t.Errorf("%s %v: %v, want %v", tc.op, tc.phase, got, tc.want)
-		}
-	}
+	})
 	for _, sp := range []bool{true, false} {
 		prog := lower(t, titanTPPlan(sp))
 		var rowReduces, gradReduces int
