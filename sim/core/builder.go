@@ -279,7 +279,11 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	}
 	b.ReserveParams(1)
 	n := Numel(shape)
-	trainable := !b.Eval
+	// A parameter a no_grad region of a training step reads (DeepSeek-V3.2's
+	// indexer, CLIP's layers past vision_feature_layer) still requires
+	// grad in PyTorch: it is trainable and gets no gradient (replay's
+	// gradlessParams), which ZeRO's and Megatron's flat buffers still hold.
+	trainable := !b.Eval || b.noGradTrain > 0
 	if b.Lora != nil && role != RoleNormLoRA {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
@@ -300,9 +304,8 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 // LoRA; LoRA's A and B take the adapters' dtype (Plan.AdapterDType).
 func (b *Builder) AdapterParam(name string, shape []int64, role Role) int32 {
 	i := b.Param(name, shape, role)
-	// PEFT's adapters require grad wherever they sit: one a no_grad
-	// forward runs (DeepSeek-V3.2's indexer) is trainable and gets no
-	// gradient (replay's gradlessParams).
+	// PEFT's adapters require grad wherever they sit (Param: a no_grad
+	// forward's are trainable and get no gradient), LoRA's freezing aside.
 	b.P.Params[i].Trainable = !b.Eval || b.noGradTrain > 0
 	if role == RoleLoRA {
 		b.P.Params[i].DType = b.AdapterDType()
