@@ -181,6 +181,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"vaultgemma (VaultGemma 1B, transformers 4.57) is Gemma 2 without post_attention_layernorm and post_feedforward_layernorm. " +
 			"phi (Phi-1, Phi-1.5, Phi-2, transformers 4.37) runs attention (partial_rotary_factor of each head rotated) and a gelu_new MLP side by side on one LayerNorm, biased throughout, dropping each branch by resid_pdrop. " +
 			"cohere (Command R, R+, Aya 23, Aya Expanse, transformers 4.39) is cohere2's parallel layer rotating q and k in every layer, without windows; use_qk_norm norms each head of q and k with a [heads, head_dim] weight. " +
+			"hyperclovax (HyperCLOVAX-SEED-Think-14B, transformers 5.9) is granite with head_dim, Peri-LN post-norms after attention and MLP (use_post_norm, default true) and the logits multiplied by logits_scaling. " +
 			"helium (Helium-1, transformers 4.49) is Llama with attention_bias on q, k and v only, RMSNorms weighting the fp32 rows and a rope on adjacent pairs. " +
 			"ministral (Ministral-8B-Instruct-2410, transformers 4.57) is Mistral whose layer_types sliding_attention layers slide over sliding_window (without layer_types every layer, over 4096 keys by default). " +
 			"jais2 (Jais-2-8B-Chat, transformers 5.0) is Llama with q, k, v, o and an ungated squared-ReLU MLP (up_proj, down_proj) biased by default and LayerNorms with biases. " +
@@ -262,6 +263,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, " +
 			"seed_oss 4.56, " +
 			"helium 4.49, " +
+			"hyperclovax 5.9, " +
 			"olmo3 and ministral 4.57, " +
 			"gemma3n and gemma3n_text 5.6 (below), " +
 			"glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, " +

@@ -79,7 +79,11 @@ type Model struct {
 	// GraniteForCausalLM.forward, models/granite/modeling_granite.py at
 	// 5.25.0; 0 = none): a new tensor of the logits' size and dtype, the
 	// lm_head output freed there; a division by a Python float saves
-	// nothing (DivBackward0 keeps only the scalar).
+	// nothing (DivBackward0 keeps only the scalar). HyperCLOVAX multiplies
+	// by its logits_scaling instead (HyperCLOVAXForCausalLM.forward,
+	// models/hyperclovax/modular_hyperclovax.py at 5.25.0), the same new
+	// tensor, MulBackward0 keeping only the scalar: lowered as this
+	// division.
 	LogitScale float64
 }
 

@@ -82,6 +82,17 @@ import (
 // (up_proj, hidden_act, default "relu2", down_proj) and nn.LayerNorm with
 // a bias for its three norms (Jais2DecoderLayer, Jais2Model).
 //
+// HyperCLOVAX (model_type hyperclovax: naver-hyperclovax/HyperCLOVAX-SEED-
+// Think-14B; models/hyperclovax/modular_hyperclovax.py at 5.25.0) is
+// Granite (granite.go: the muP multipliers, attention_bias, mlp_bias)
+// with head_dim from the config (default hidden_size / heads, hidden_size
+// a multiple of the heads whatever it says: validate_architecture),
+// Peri-LN (use_post_norm, default true: post_norm1 and post_norm2, Llama's
+// RMSNorm on each sub-layer's output before the residual multiplier) and
+// the logits multiplied by logits_scaling where Granite divides (the same
+// tensors: core.Model.LogitScale); attention_multiplier left null is
+// head_dim ** -0.5, which moves no memory.
+//
 // Hunyuan's dense model (model_type hunyuan_v1_dense: tencent/Hunyuan-7B,
 // -4B, -1.8B, -0.5B and their -Instruct; models/hunyuan_v1_dense at 5.25.0)
 // is Llama with attention_bias on q, k, v and o (default false), a
@@ -114,11 +125,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		// config.head_dim, whose default is None
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
-	if (c.modelType == "llama" || c.modelType == "jais2") && heads > 0 && hidden%heads != 0 && c.err == nil {
-		// LlamaConfig.validate_architecture (Jais2Config's the same),
-		// whatever head_dim says
+	if (c.modelType == "llama" || c.modelType == "jais2" || c.modelType == "hyperclovax") && heads > 0 && hidden%heads != 0 && c.err == nil {
+		// LlamaConfig.validate_architecture (Jais2Config's and
+		// HyperCLOVAXConfig's the same), whatever head_dim says
 		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", hidden, heads,
-			map[string]string{"llama": "LlamaConfig", "jais2": "Jais2Config"}[c.modelType])
+			map[string]string{"llama": "LlamaConfig", "jais2": "Jais2Config", "hyperclovax": "HyperCLOVAXConfig"}[c.modelType])
 	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)
@@ -137,6 +148,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if f.mup {
 		mup = c.graniteMultipliers()
 	}
+	periNorm := f.periNorm && c.flag("use_post_norm", true)
 
 	var qkvBias, outBias, mlpBias bool
 	switch {
@@ -348,6 +360,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		if f.gemma >= 2 && !f.noPostNorms {
 			mlpPart = append(mlpPart, norm("post_feedforward_layernorm"))
 		}
+		if periNorm {
+			attnPart = append(attnPart, norm("post_norm1"))
+			mlpPart = append(mlpPart, norm("post_norm2"))
+		}
 		if f.mup {
 			attnPart = append(attnPart, mup.residual())
 			mlpPart = append(mlpPart, mup.residual())
@@ -382,6 +398,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		m.LogitSoftcap = logitCap
 		m.HeadBias = f.headBias && c.flag("lm_head_bias", false) ||
 			c.modelType == "ernie4_5_moe" && c.flag("use_bias", false) // Ernie4_5_MoeForCausalLM's lm_head
+		// HyperCLOVAX multiplies the logits by logits_scaling where
+		// Granite divides: the same new [tokens, vocab] tensor, nothing saved
 		m.LogitScale = mup.logits
 	}
 	return m

@@ -6,7 +6,7 @@ package hf
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, olmo, nemotron and jais2; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -84,6 +84,10 @@ type decoderFamily struct {
 	// full by default and the others sliding, and a rope base per layer
 	// (layer_rope_theta, 0 for none)
 	graniteSWA bool
+	// periNorm: HyperCLOVAX's Peri-LN, an RMSNorm after each sub-layer's
+	// output (post_norm1, post_norm2) before the residual multiplier, by
+	// use_post_norm (default true; HyperCLOVAXDecoderLayer)
+	periNorm bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -130,6 +134,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{tie: true, biasFlags: true, mup: true, sinks: true, windows: true, windowDef: 128, graniteSWA: true, actKey: "hidden_act"}
 	case "granitemoe_swa": // GraniteMoeShared's layer with GraniteSWA's attention
 		return decoderFamily{attnBias: true, moe: "granitemoeshared", mup: true, sinks: true, windows: true, windowDef: 128, graniteSWA: true, actKey: "hidden_act"}
+	case "hyperclovax": // HyperCLOVAXConfig: GraniteConfig's keys, head_dim, use_post_norm
+		return decoderFamily{biasFlags: true, mup: true, periNorm: true, actKey: "hidden_act"}
 	case "olmoe":
 		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
 	case "smollm3":

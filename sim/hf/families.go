@@ -243,6 +243,13 @@ var hfFamilies = []hfFamily{
 	// read against 5.25.0's; 5.17.0 measured, TestHYV3Transformers517).
 	{modelType: "hy_v3", prefix: "HYV3", base: "model", heads: decoderHeads, build: buildHYV3, since: [2]int{5, 6},
 		experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// hyperclovax: NAVER's HyperCLOVAX-SEED-Think-14B, Granite's layer
+	// with Peri-LN post-norms and the logits multiplied by
+	// logits_scaling (decoder.go); the 5.9.0 wheel is the first with
+	// models/hyperclovax (absent from 5.8.0); its modeling differs from
+	// 5.25.0's in names and the rotary embedding's fp32 matmul, not in
+	// what a step holds.
+	{modelType: "hyperclovax", prefix: "HyperCLOVAX", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 9}},
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).

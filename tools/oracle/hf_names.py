@@ -119,6 +119,7 @@ CASES = [
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
     ("helium-tiny.json", "", ("HeliumForCausalLM",)),
     ("jais2-tiny.json", "", ("Jais2ForCausalLM",)),
+    ("hyperclovax-tiny.json", "", ("HyperCLOVAXForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("mpt-tiny.json", "", ("MptForCausalLM",)),
