@@ -49,6 +49,7 @@ func TestPlan(t *testing.T) {
 		{expr: `[checkpoint("full", input_requires_grad = True).input_requires_grad, checkpoint().input_requires_grad]`, want: `[True, False]`},
 		// Every flag shows in the value (equality and hashing compare it).
 		{expr: `checkpoint("full", input_requires_grad = True)`, want: `checkpoint("full", input_requires_grad=True)`},
+		{expr: `checkpoint("none", input_requires_grad = True)`, want: `checkpoint("none", input_requires_grad=True)`},
 		{expr: `checkpoint(budget = 0.5, reentrant = True, input_requires_grad = True)`, want: `checkpoint(budget=0.5, reentrant=True, input_requires_grad=True)`},
 		{expr: `checkpoint(policy = "op", input_requires_grad = True)`, want: `checkpoint(policy="op", input_requires_grad=True)`},
 		{expr: `checkpoint(budget = 0.5, reentrant = True) == checkpoint(budget = 0.5)`, want: `False`},
@@ -75,7 +76,7 @@ func TestPlanErrors(t *testing.T) {
 		{expr: `train(m, seq = 8, compile = True, checkpoint = checkpoint(budget = 0.5, reentrant = True))`, err: "the budget is the partitioner's, no torch.utils.checkpoint runs"},
 		{expr: "train(m, batch = 0, seq = 8)", err: "batch must be positive (got 0)"},
 		{expr: "train(m, seq = 8, attention_mask = 1)", err: "attention_mask must be True or False (got int)"},
-		{expr: `checkpoint("none", input_requires_grad = True)`, err: "input_requires_grad=True is for a checkpointed step: pass a checkpointing mode"},
+		{expr: `checkpoint("none", reentrant = True)`, err: `reentrant=True needs a checkpointing mode (got "none")`},
 		{expr: "train(m)", err: `seq is required: model "tiny" reads tokens (it starts with an embedding)`},
 		{expr: "train(m, seq = 0)", err: "seq must be positive (got 0)"},
 		{expr: "train(m, seq = 8, grad_accum = 0)", err: "grad_accum must be positive (got 0)"},

@@ -171,6 +171,7 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	run.adaptersInBaseDtype, run.packedRow, run.cce = !autocastAdapters, packedRow, cce
+	run.inputGrads = adapter != "" // load_adapter: model.enable_input_require_grads() (loaders/adapter.py l.427-428)
 	if cce && run.offloadActivations {
 		t.notModelled = append(t.notModelled, "activation_offloading: Cut Cross-Entropy reads lm_head's weight without running lm_head, so the hook that keeps "+
 			"the output head's tensors on the GPU never fires and the loss's saved tensors (the head input, lse, ...) go to the host too: memsh keeps them on the GPU")
@@ -444,10 +445,6 @@ func axolotlOffload(t *tree, key string, mode any, adapter string, run *hfRun) e
 	run.offloadActivations = true
 	run.offloadSync = mode == "legacy"
 	full := adapter == ""
-	if !full {
-		t.notModelled = append(t.notModelled, key+": with nothing checkpointed memsh leaves the embedding's output without a gradient, "+
-			"where Axolotl's enable_input_require_grads (loaders/adapter.py l.427-428, every adapter) has the first layer compute one")
-	}
 	t.derive("gradient_checkpointing", full, key)
 	if full {
 		t.derive("gradient_checkpointing_kwargs.use_reentrant", false, key)

@@ -351,23 +351,27 @@ func TestAxolotlCutCrossEntropy(t *testing.T) {
 // TestAxolotlActivationOffloading: activation_offloading true (or the
 // deprecated gradient_checkpointing: offload) is TRL's OffloadActivations
 // in place of transformers' checkpointing: LoRA offloads every saved
-// tensor and recomputes nothing, a full fine-tune checkpoints each layer
+// tensor and recomputes nothing (the embedding's output still requires
+// grad: load_adapter's enable_input_require_grads), a full fine-tune checkpoints each layer
 // (non-reentrant) and offloads its input; "legacy" runs the copies on the
 // compute stream.
 func TestAxolotlActivationOffloading(t *testing.T) {
 	const base = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
 		"attn_implementation: flash_attention_2\nbf16: true\n"
 	const lora = "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n"
+	// Axolotl's load_adapter makes the embedding's output require grad
+	// whether or not anything is checkpointed.
+	const noCkptInputGrads = `checkpoint = checkpoint("none", input_requires_grad = True)`
 	for _, tc := range []struct {
 		name, config string
 		want, not    []string
 	}{
 		{"LoRA", base + lora + "gradient_checkpointing: true\nactivation_offloading: true\n",
-			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint ="}},
+			[]string{`offload = offload(activations = "cpu")`, noCkptInputGrads}, nil},
 		{"LoRA, deprecated spelling", base + lora + "gradient_checkpointing: offload\n",
-			[]string{`offload = offload(activations = "cpu")`}, []string{"checkpoint ="}},
+			[]string{`offload = offload(activations = "cpu")`, noCkptInputGrads}, nil},
 		{"legacy", base + lora + "gradient_checkpointing: true\nactivation_offloading: legacy\n",
-			[]string{`offload = offload(activations = "cpu", streams = False)`}, []string{"checkpoint ="}},
+			[]string{`offload = offload(activations = "cpu", streams = False)`, noCkptInputGrads}, nil},
 		{"full fine-tune", base + "gradient_checkpointing: true\nactivation_offloading: true\n",
 			[]string{`offload = offload(activations = "cpu")`, `checkpoint = "full",`}, nil},
 		{"off", base + lora + "gradient_checkpointing: true\nactivation_offloading: false\n",

@@ -171,6 +171,9 @@ type hfRun struct {
 	// cce: the loss is Cut Cross-Entropy (Axolotl's CutCrossEntropyPlugin,
 	// train(loss_chunks = "cce")), beside Liger's other kernels if any.
 	cce bool
+	// inputGrads: the trainer calls enable_input_require_grads whenever it
+	// trains adapters, checkpointed or not (Axolotl's load_adapter).
+	inputGrads bool
 	// offloadActivations: the saved tensors in pinned host memory (Axolotl's
 	// activation_offloading, TRL's OffloadActivations); offloadSync: its
 	// copies on the compute stream ("legacy").
@@ -496,12 +499,18 @@ func hfCheckpoint(t *tree, p *plan, ds *tree, run hfRun) error {
 			Hint: "say it: " + name + "=true (or false)"}
 	}
 	on, err := t.boolean(name, false)
-	if err != nil || !on {
+	if err != nil {
 		return err
 	}
 	peft, err := t.boolean("use_peft", false)
 	if err != nil {
 		return err
+	}
+	if !on {
+		if peft && run.inputGrads {
+			p.set("checkpoint", call("checkpoint", str("none"), kw("input_requires_grad", "True")))
+		}
+		return nil
 	}
 	_, major, err := hfTransformers(t)
 	if err != nil {

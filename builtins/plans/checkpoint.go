@@ -186,7 +186,8 @@ func CheckpointBuiltins() []host.Builtin {
 			"non-reentrant only. The strings \"full\", \"selective\" and \"op\" are non-reentrant. " +
 			"input_requires_grad=True makes the output of the model's first embedding require grad, as " +
 			"transformers' enable_input_require_grads() does (PEFT and TRL call it with gradient checkpointing, so " +
-			"that a reentrant checkpoint over a frozen embedding records its graph). Under fsdp=1 a reentrant " +
+			"that a reentrant checkpoint over a frozen embedding records its graph; Axolotl calls it for every adapter, checkpointed or " +
+			"not: checkpoint(\"none\", input_requires_grad=True)). Under fsdp=1 a reentrant " +
 			"checkpoint around a unit with no trainable parameter (a frozen base layer whose adapters are wrapped " +
 			"on their own, as with QLoRA) keeps each recomputed layer's input and its gradient until the backward " +
 			"ends: FSDP's reshard-only hook holds them (docs/sharding.md).",
@@ -223,9 +224,6 @@ func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	if reentrant && c.c.Mode == "none" {
 		return nil, fmt.Errorf("reentrant=True needs a checkpointing mode (got \"none\")")
-	}
-	if inputGrad && c.c.Mode == "none" {
-		return nil, fmt.Errorf("input_requires_grad=True is for a checkpointed step: pass a checkpointing mode")
 	}
 	if !earlyStop && (reentrant || c.c.Mode == "none") {
 		return nil, fmt.Errorf("early_stop=False is for non-reentrant checkpointing: a reentrant region recomputes whole already, and mode \"none\" recomputes nothing (got reentrant=%t, mode %q)", reentrant, c.c.String())

@@ -133,6 +133,9 @@ func (c Checkpoint) String() string {
 	case "modules":
 		return fmt.Sprintf("checkpoint(modules=%q%s)", c.Modules, re)
 	case "", "none":
+		if re != "" { // input_requires_grad without checkpointing (Axolotl's adapters)
+			return fmt.Sprintf("checkpoint(\"none\"%s)", re)
+		}
 		return "none"
 	case "budget", "blocks":
 		return c.budgetString(re)
