@@ -186,7 +186,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "gpt_bigcode", prefix: "GPTBigCode", base: "transformer", heads: decoderHeads, build: buildGPTBigCode, since: [2]int{4, 54},
 		sinceWhy: "4.53 and earlier run GPTBigCodeAttention's own _attn (baddbmm, a masked fp32 softmax by torch.where) and GPTBigCodeSdpaAttention, which memsh does not model"},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
-	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// gpt-oss has no SDPA path (GptOssPreTrainedModel._supports_sdpa False,
+	// 4.57.6 l.399, 5.25.0 l.378): attn="sdpa" runs eager, sinks and all.
+	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, noSDPA: true, experts: &hfExperts{}},
 	// gptj: GPT-J-6B; 5.24.0 is the first wheel whose GPTJAttention runs
 	// eager_attention_forward and the attention interface (SDPA) and whose
 	// model makes sin and cos once a forward (GPTJRotaryEmbedding; 4.53.0
