@@ -209,6 +209,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"cohere2_moe (transformers 5.12) is Cohere 2's parallel layer with head_dim from the config, RMSNorm where rms_norm_eps is set, dense MLPs (first_k_dense_replace, mlp_layer_types) and MoE ones (top-k softmax router, Mixtral's experts, num_shared_experts averaged or summed); expert_selection_fn \"sigmoid\" is refused. " +
 			"flex_olmo (FlexOlmo, transformers 4.57) is OLMo 2's layers (post-sublayer norms, q and k normed over all their heads) with OLMoE's MoE as the MLP (num_experts, default 7, num_experts_per_tok, default 5). " +
 			"granitemoeshared (transformers 4.49) is granitemoe's layer with a shared_mlp of shared_intermediate_size (0: none) beside the experts. " +
+			"cwm (Code World Model, transformers 5.0) is Llama's layer with unbiased attention (mlp_bias alone read), head_dim 128, and sliding-window layers " +
+			"(layer_types, by default every fourth layer full, the others over sliding_window, 8192). " +
 			"granite_swa (granite-swash-2b, transformers 5.15) is granite with sliding-window layers (layer_types, by default every fourth layer full), a learned sink per head (eager attention scales its output by sigmoid(logsumexp(scores) - sink); no SDPA path: attn=\"sdpa\" runs eager) and a rope base per layer (layer_rope_theta, 0 for none); granitemoe_swa (granite-swash-3b-a600m, transformers 5.15) is granitemoeshared's layer with that attention. " +
 			"dbrx (DBRX Instruct and Base, transformers 5.15) reads d_model, n_heads, n_layers and the nested attn_config and ffn_config: bias-free LayerNorms, a fused Wqkv clamped to attn_config.clip_qkv (required: 5.25's clamp cannot run without it), and moe_num_experts experts stored as ffn.experts.mlp.w1, v1 and w2 behind ffn.router.layer's softmax, run by DBRX's own loop (experts= is refused); moe_jitter_eps, 0.0 included, keeps its router noise for the backward. " +
 			"mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
@@ -223,6 +225,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"gpt_bigcode 4.54, " +
 			"gptj 5.24, " +
 			"codegen 5.24, " +
+			"cwm 5.0, " +
 			"vaultgemma 4.57 (attn=\"sdpa\" runs eager from 5.21), " +
 			"exaone 5.24, " +
 			"mpt 4.32, " +

@@ -171,6 +171,7 @@ var configClasses = map[string]*configClass{
 	"bamba":             {name: "BambaConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"ernie4_5_moe":      {name: "Ernie4_5_MoeConfig", defaults: map[string]any{"num_key_value_heads": num("4")}},
 	"ernie4_5":          {name: "Ernie4_5Config", defaults: map[string]any{"num_key_value_heads": num("2")}},
+	"cwm":               {name: "CwmConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"exaone":            {name: "ExaoneConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"exaone4":           {name: "Exaone4Config", defaults: map[string]any{"num_key_value_heads": num("32")}},
 	"falcon_h1":         {name: "FalconH1Config", defaults: map[string]any{"num_key_value_heads": num("8")}},

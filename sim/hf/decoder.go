@@ -119,17 +119,24 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	heads := c.size("num_attention_heads")
 	kv := c.kvHeads("num_key_value_heads", heads)
 	vocab := c.size("vocab_size")
+	if f.cwm { // CwmConfig's strict fields: ints, never None
+		for _, k := range []string{"head_dim", "num_key_value_heads"} {
+			if c.null(k) {
+				c.fail(k, "must be an integer (got null): CwmConfig's %s is an int, which its validation refuses as None", k)
+			}
+		}
+	}
 	hd := c.headDim("hidden_size", "num_attention_heads", f.headDimDef)
 	if f.qkNormAfterRope && !c.has("head_dim") && c.err == nil {
 		// HunYuanDenseV1Attention and HunYuanMoEV1Attention read
 		// config.head_dim, whose default is None
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
-	if (c.modelType == "llama" || c.modelType == "jais2" || c.modelType == "hyperclovax") && heads > 0 && hidden%heads != 0 && c.err == nil {
+	if (c.modelType == "llama" || c.modelType == "jais2" || c.modelType == "hyperclovax" || f.cwm) && heads > 0 && hidden%heads != 0 && c.err == nil {
 		// LlamaConfig.validate_architecture (Jais2Config's and
 		// HyperCLOVAXConfig's the same), whatever head_dim says
 		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", hidden, heads,
-			map[string]string{"llama": "LlamaConfig", "jais2": "Jais2Config", "hyperclovax": "HyperCLOVAXConfig"}[c.modelType])
+			map[string]string{"llama": "LlamaConfig", "jais2": "Jais2Config", "hyperclovax": "HyperCLOVAXConfig", "cwm": "CwmConfig"}[c.modelType])
 	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)
@@ -170,6 +177,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		outBias, mlpBias = qkvBias, qkvBias
 	case f.helium: // HeliumAttention's o_proj has no bias
 		qkvBias, mlpBias = c.flag("attention_bias", false), c.flag("mlp_bias", false)
+	case f.cwm: // CwmAttention: no bias anywhere; CwmMLP: mlp_bias
+		mlpBias = c.flag("mlp_bias", false)
 	}
 	actKey, actDef := f.actKey, "silu"
 	if f.gemma > 0 {
@@ -420,11 +429,18 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 	if !f.windows || f.nope && !c.smolLM3Windows() {
 		return out
 	}
-	if f.graniteSWA && c.null("sliding_window") {
-		// GraniteSWAModel.forward makes the sliding mask whatever
-		// layer_types says (create_sliding_window_causal_mask raises)
-		c.fail("sliding_window", "is null: transformers 5.25.0's GraniteSWAModel makes a sliding-window mask every forward and cannot without it (\"Could not find a `sliding_window` argument in the config\"); give the window (GraniteSWAConfig's default is 128)")
+	if (f.graniteSWA || f.cwm) && c.null("sliding_window") {
+		// GraniteSWAModel.forward and CwmModel.forward make the sliding
+		// mask whatever layer_types says (create_sliding_window_causal_mask
+		// raises; a window of 0, which CwmConfig reads as None, is refused
+		// as not positive)
+		cls := map[bool]string{false: "GraniteSWA", true: "Cwm"}[f.cwm]
+		c.fail("sliding_window", "is null: transformers 5.25.0's %sModel makes a sliding-window mask every forward and cannot without it (\"Could not find a `sliding_window` argument in the config\"); give the window (%sConfig's default is %d)",
+			cls, cls, f.windowDef)
 		return out
+	}
+	if f.cwm { // CwmModel makes the sliding mask every forward: a window, whatever the layers
+		c.sizeOr("sliding_window", f.windowDef)
 	}
 	if c.has("layer_types") {
 		for i, on := range c.layerTypes(layers, "sliding_attention", "full_attention") {
@@ -438,7 +454,7 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 		}
 		return out
 	}
-	if f.graniteSWA { // GraniteSWAConfig.__post_init__: full where i % 4 == 0
+	if f.graniteSWA || f.cwm { // GraniteSWAConfig's and CwmConfig's __post_init__: full where i % 4 == 0
 		for i := int64(0); i < layers; i++ {
 			out[i] = i%4 != 0
 		}

@@ -5,7 +5,7 @@ package hf
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
-// ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe
+// ernie4_5_moe, seed_oss, starcoder2, cwm, hunyuan_v1_dense, hunyuan_v1_moe
 // (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
@@ -88,6 +88,13 @@ type decoderFamily struct {
 	// output (post_norm1, post_norm2) before the residual multiplier, by
 	// use_post_norm (default true; HyperCLOVAXDecoderLayer)
 	periNorm bool
+	// cwm: CWM's layer (models/cwm/modular_cwm.py at 5.25.0): Qwen2's
+	// attention with q, k and v unbiased whatever attention_bias says
+	// (CwmAttention replaces them; CwmConfig has no attention_bias),
+	// Llama's mlp_bias, and GraniteSWA's layer pattern: every fourth
+	// layer full by default (i % 4 == 0), the others sliding, the sliding
+	// mask made every forward (sliding_window needed)
+	cwm bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -164,6 +171,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", layerNorm: true, actKey: "hidden_act"}
 	case "helium":
 		return decoderFamily{headDimDef: 128, helium: true, actKey: "hidden_act"}
+	case "cwm":
+		return decoderFamily{headDimDef: 128, windows: true, windowDef: 8192, cwm: true, actKey: "hidden_act"}
 	case "starcoder2":
 		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
 	}

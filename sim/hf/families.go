@@ -49,6 +49,13 @@ var hfFamilies = []hfFamily{
 	// 5.25.0's). codegen.go.
 	{modelType: "codegen", prefix: "CodeGen", base: "transformer", heads: decoderHeads, build: buildCodeGen, since: [2]int{5, 24},
 		sinceWhy: "5.23 and earlier run CodeGenAttention's own _attn (no SDPA), each layer slicing sin and cos from its own embed_positions, which memsh does not model"},
+	// cwm: Meta's Code World Model, facebook/cwm (decoder.go,
+	// decoderFamily.cwm); the 5.0.0 wheel is the first with models/cwm
+	// (absent from 4.57.6, the last 4.x; unzip -l). 5.0.0's
+	// modeling_cwm.py differs from 5.25.0's in the rotary forward's form,
+	// eager's mask slice (a view) and the cache's name (diff read): the
+	// same tensors.
+	{modelType: "cwm", prefix: "Cwm", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
 	// dbrx: Databricks' DBRX (dbrx.go). models/dbrx is in every release
 	// from 4.40.0, but 4.x runs its own attention classes and experts
 	// loop, and the 5.0.0 to 5.14.0 wheels' DbrxExperts reshape the

@@ -54,6 +54,7 @@ CASES = [
     ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
     ("cohere2_moe-tiny.json", "", ("Cohere2MoeForCausalLM",)),
     ("codegen-tiny.json", "", ("CodeGenForCausalLM",)),
+    ("cwm-tiny.json", "", ("CwmForCausalLM",)),
     ("dbrx-tiny.json", "", ("DbrxForCausalLM",)),
     ("deepseek-v2-tiny.json", "", ("DeepseekV2ForCausalLM",)),
     ("deepseek-v32-tiny.json", "", ("DeepseekV32ForCausalLM",)),
