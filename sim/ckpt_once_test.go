@@ -87,6 +87,10 @@ import (
 // pair in the model's dtype, the sliding layers' bool mask under sdpa
 // (the full layers' causal mask none: is_causal) and under eager a float
 // mask for each type its layers have.
+// Mellum (mellum-tiny.json: layers sliding, full, sliding; a dense MLP,
+// then experts) holds, as OLMo 3, a rotary pair for each layer type its
+// layers have, here in the model's dtype, the sliding layers' bool mask
+// under sdpa and under eager a float mask a type.
 // FalconMamba (falcon_mamba-tiny.json, eager: its only path) holds
 // nothing besides its layers' inputs, fp32 in bf16 too (residual_in_fp32);
 // measured without an attention_mask: with one, every mixer multiplies
@@ -203,6 +207,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"cwm-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0, true},
 		{"cwm-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 20736, 20736}, 0, true},
 		{"cwm-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0, true},
+		{"mellum-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 10496, 10496}, 0, true},
+		{"mellum-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 6400, 6400}, 0, true},
+		{"mellum-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, true},
+		{"mellum-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 12544, 12544}, 0, true},
 		{"falcon_mamba-tiny.json", nil, "eager", "fp32", []int64{59652, 67844, 76036}, []int64{0, 0, 0}, 0, false},
 		{"falcon_mamba-tiny.json", nil, "eager", "bf16", []int64{51460, 59652, 67844}, []int64{0, 0, 0}, 0, false},
 	} {

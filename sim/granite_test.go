@@ -116,7 +116,7 @@ func hfSavedPlan(t *testing.T, file string, layers int, precision string, opts h
 	cfg := string(readHF(t, file))
 	if layers > 0 { // else the layers as written
 		cfg = regexp.MustCompile(`"num_hidden_layers": \d+`).ReplaceAllString(cfg, `"num_hidden_layers": `+strconv.Itoa(layers))
-		for _, key := range []string{"layer_types", "num_attention_heads_per_layer", "layer_rope_theta"} { // per-layer lists cut with the layers, as hf_block_saved.py cuts them
+		for _, key := range []string{"layer_types", "mlp_layer_types", "num_attention_heads_per_layer", "layer_rope_theta"} { // per-layer lists cut with the layers, as hf_block_saved.py cuts them
 			cfg = regexp.MustCompile(`"`+key+`": \[([^\]]*)\]`).ReplaceAllStringFunc(cfg, func(list string) string {
 				types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"`+key+`": [`), "]"), ", ")
 				return `"` + key + `": [` + strings.Join(types[:layers], ", ") + "]"

@@ -224,8 +224,10 @@ func ropeConfig(t *testing.T, file string, layers int64, set map[string]any) []b
 		at[k] = v
 	}
 	at["num_hidden_layers"] = layers
-	if lt, ok := at["layer_types"].([]any); ok && int64(len(lt)) > layers {
-		at["layer_types"] = lt[:layers]
+	for _, key := range []string{"layer_types", "mlp_layer_types"} { // cut with the layers, as hf_block_saved.py cuts them
+		if lt, ok := at[key].([]any); ok && int64(len(lt)) > layers {
+			at[key] = lt[:layers]
+		}
 	}
 	if _, ok := set["full_attention_interval"]; ok {
 		delete(at, "layer_types")

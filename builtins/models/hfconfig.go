@@ -205,6 +205,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"A key config.json leaves out is read at its model type's config class's default, as transformers reads it (MistralConfig's num_key_value_heads 8, GptOssConfig's head_dim 64, DeepseekV3Config's q_lora_rank 1536, Qwen3MoeConfig's head_dim hidden_size / num_attention_heads; a text_config's at its text class's), and one the class defaults to None that transformers cannot build without is refused (NemotronConfig's num_key_value_heads, MinistralConfig's head_dim); docs/models.md, \"Keys config.json leaves out\". " +
 			"The families on DeepSeek-V3's layout (deepseek_v2, deepseek_v3, deepseek_v32, glm_moe_dsa, glm4_moe, glm4_moe_lite, glm4v_moe, dots1, mistral4, solar_open, sarvam_moe, sarvam_mla, param2moe, exaone_moe, kimi_k25) read a routed key config.json leaves out (n_routed_experts, n_shared_experts, num_experts_per_tok, moe_intermediate_size, intermediate_size, first_k_dense_replace, norm_topk_prob, num_nextn_predict_layers, and the latent attention's q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim) at their config class's default, and attribute_map's names (num_local_experts) as the key they set; a key the class defaults to None (dots1's expert counts, deepseek_v2's num_experts_per_tok) is required, and moe_layer_freq other than 1 is refused (transformers never reads it). " +
 			"hy_v3 (Hy3, transformers 5.6) is DeepSeek-V3's pre-norm layer around attention with q and k normed per head and an MLP that is dense or, by mlp_layer_types (default: layer 0 dense), an MoE of num_experts behind a fp32 sigmoid router with a correction bias and one shared expert of moe_intermediate_size x num_shared_experts, added in fp32 when enable_moe_fp32_combine. " +
+			"mellum (Mellum2-12B-A2.5B, transformers 5.10) is qwen3_moe with sliding and full layers (layer_types, all full by default; a rotary pair a type) " +
+			"and, by mlp_layer_types, a dense MLP of intermediate_size or the sparse block (all sparse by default; num_experts 64). " +
 			"laguna (Laguna XS.2, transformers 5.7) has per-layer query heads (num_attention_heads_per_layer), sliding and full layers with their own rotary widths (rope_parameters per layer type), q and k normed per head, a softplus output gate from g_proj (gating: per head or per element), and a dense MLP or, by mlp_layer_types, a shared expert then num_experts behind a sigmoid router with a correction bias; moe_router_logit_softcapping and moe_apply_router_weight_on_input are refused. " +
 			"cohere2_moe (transformers 5.12) is Cohere 2's parallel layer with head_dim from the config, RMSNorm where rms_norm_eps is set, dense MLPs (first_k_dense_replace, mlp_layer_types) and MoE ones (top-k softmax router, Mixtral's experts, num_shared_experts averaged or summed); expert_selection_fn \"sigmoid\" is refused. " +
 			"flex_olmo (FlexOlmo, transformers 4.57) is OLMo 2's layers (post-sublayer norms, q and k normed over all their heads) with OLMoE's MoE as the MLP (num_experts, default 7, num_experts_per_tok, default 5). " +
@@ -240,6 +242,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"hunyuan_v1_dense and hunyuan_v1_moe 4.56, " +
 			"hy_v3 5.6, " +
 			"laguna 5.7, " +
+			"mellum 5.10, " +
 			"minimax_m2 and afmoe 5.0, " +
 			"dots1 and arcee 4.53, " +
 			"longcat_flash 5.25, " +

@@ -164,6 +164,11 @@ var configClasses = map[string]*configClass{
 			"moe_intermediate_size": num("2048"), "intermediate_size": num("9216"), "first_k_dense_replace": num("1"), "partial_rotary_factor": num("1"),
 			"head_dim": num("64"), "use_qk_norm": true, "tie_word_embeddings": true, "num_key_value_heads": num("8")})},
 
+	// MellumConfig: Qwen3-MoE's keys under its own defaults and aliases
+	"mellum": {name: "MellumConfig", aliases: [][2]string{{"num_local_experts", "num_experts"}, {"num_mtp_layers", "num_nextn_predict_layers"}},
+		defaults: map[string]any{"num_key_value_heads": num("4"), "num_experts": num("64"), "num_experts_per_tok": num("8"),
+			"moe_intermediate_size": num("896"), "intermediate_size": num("7168"), "norm_topk_prob": true}},
+
 	// The others: num_key_value_heads where the class's default is not
 	// the attention heads (a fixed count), head_dim where it is not
 	// hidden_size / heads, and the MoE families' expert counts.

@@ -253,6 +253,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.nemotronRotary()), true
 	case "minimax_m2":
 		at.RopeTablesDim, at.RopeCat = c.minimaxRotary(hd), true
+	case "mellum": // MellumRotaryEmbedding: a pair a layer type
+		at.RopeTables = "rotary_emb.full_attention"
 	}
 	norm := func(name string) core.Layer {
 		switch {
@@ -286,6 +288,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		logitCap = c.softcap("final_logit_softcapping", 0)
 	}
 	local := c.slidingLayers(f, layers)
+	if f.mellum {
+		c.mellumChecks(layers, local)
+	}
 	nope, rope := make([]bool, max(layers, 0)), make([]int, max(layers, 0))
 	if f.nope {
 		nope = c.noRopeLayers(layers)
@@ -299,6 +304,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		la.Window = c.sizeOr("sliding_window", f.windowDef)
 		if f.gemma == 3 {
 			la.RopeTables = "rotary_emb_local" // rope_local_base_freq's
+		}
+		if f.mellum {
+			la.RopeTables = "rotary_emb.sliding_attention"
 		}
 		localAt = &la
 	}
@@ -448,7 +456,7 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 				out[int64(i)] = true
 			}
 		}
-		if f.windowsUnlessNull && len(out) > 0 && c.null("sliding_window") {
+		if (f.windowsUnlessNull || f.mellum) && len(out) > 0 && c.null("sliding_window") {
 			// create_sliding_window_causal_mask raises ValueError
 			c.fail("sliding_window", "is null, but layer_types has sliding_attention layers: transformers 5.25.0 cannot build their mask (\"Could not find a `sliding_window` argument in the config\"); give the window, or make those layers full_attention")
 		}
@@ -510,7 +518,7 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: true, WNames: true}
 		c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
 		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
-	case "qwen2_moe", "qwen3_moe":
+	case "qwen2_moe", "qwen3_moe", "mellum":
 		// Qwen2MoeSparseMoeBlock: gate (nn.Linear), experts, and a
 		// shared_expert times sigmoid(shared_expert_gate(x));
 		// Qwen3MoeSparseMoeBlock has no shared expert.
@@ -519,15 +527,19 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		// at 5.17.0), so config.to_dict() writes the latter; the hub's
 		// configs and transformers 4.x write num_experts.
 		expertsKey := "num_experts"
-		if f.moe == "qwen3_moe" && c.has("num_local_experts") {
+		if f.moe != "qwen2_moe" && c.has("num_local_experts") {
 			expertsKey = "num_local_experts"
 		}
 		experts := c.sizeOr(expertsKey, 0)
-		// max: a step below 1 is c.err's already, read back as 0
-		step := max(c.sizeOr("decoder_sparse_step", 1), 1)
-		only := c.intList("mlp_only_layers", layers)
-		for i := range sparse {
-			sparse[i] = experts > 0 && !only[int64(i)] && (int64(i)+1)%step == 0
+		if f.mellum { // mlp_layer_types, all sparse by default (MellumConfig)
+			copy(sparse, c.sparseLayers(layers, 0))
+		} else {
+			// max: a step below 1 is c.err's already, read back as 0
+			step := max(c.sizeOr("decoder_sparse_step", 1), 1)
+			only := c.intList("mlp_only_layers", layers)
+			for i := range sparse {
+				sparse[i] = experts > 0 && !only[int64(i)] && (int64(i)+1)%step == 0
+			}
 		}
 		if experts == 0 {
 			return nil, 0

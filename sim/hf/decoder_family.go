@@ -5,7 +5,7 @@ package hf
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
-// ernie4_5_moe, seed_oss, starcoder2, cwm, hunyuan_v1_dense, hunyuan_v1_moe
+// ernie4_5_moe, seed_oss, starcoder2, cwm, mellum, hunyuan_v1_dense, hunyuan_v1_moe
 // (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
@@ -95,6 +95,13 @@ type decoderFamily struct {
 	// layer full by default (i % 4 == 0), the others sliding, the sliding
 	// mask made every forward (sliding_window needed)
 	cwm bool
+	// mellum: Mellum's layer (models/mellum/modular_mellum.py at 5.25.0):
+	// Qwen3-MoE's attention and experts, sliding layers where layer_types
+	// says so (all full by default), one rotary pair a layer type in the
+	// model's dtype, and mlp_layer_types' dense or sparse feed-forward
+	// (all sparse by default) in place of decoder_sparse_step and
+	// mlp_only_layers, which MellumConfig drops
+	mellum bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -171,6 +178,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", layerNorm: true, actKey: "hidden_act"}
 	case "helium":
 		return decoderFamily{headDimDef: 128, helium: true, actKey: "hidden_act"}
+	case "mellum":
+		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, moe: "mellum", windows: true, windowDef: 1024, mellum: true, actKey: "hidden_act"}
 	case "cwm":
 		return decoderFamily{headDimDef: 128, windows: true, windowDef: 8192, cwm: true, actKey: "hidden_act"}
 	case "starcoder2":

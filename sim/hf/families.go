@@ -331,6 +331,14 @@ var hfFamilies = []hfFamily{
 	{modelType: "lfm3", prefix: "Lfm3", base: "model", heads: decoderHeads, build: buildLFM3, since: [2]int{5, 23}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
+	// mellum: JetBrains' Mellum2-12B-A2.5B (decoder.go,
+	// decoderFamily.mellum); models/mellum is first in the 5.10.1 wheel
+	// (absent from 5.9.0; PyPI has no 5.10.0; unzip -l). 5.10.1's
+	// modeling_mellum.py differs from 5.25.0's in the rotary forward's
+	// form, the experts' one_hot sentinel class (5.18, modelled by
+	// release: nn.MoE.SentinelsEP) and the router's auxiliary loss
+	// (output_router_logits, off by default; diff read).
+	{modelType: "mellum", prefix: "Mellum", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 10}, experts: &hfExperts{router: "gate"}},
 	// minicpm3: OpenBMB's MiniCPM3-4B, Llama's layers around DeepSeek-V2's
 	// latent attention with MiniCPM's three scalings (minicpm3.go). The
 	// 5.13.0 wheel is the first with models/minicpm3 (absent from 5.12.1;

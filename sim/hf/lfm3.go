@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"encoding/json"
 	"math"
 
 	"github.com/memsh/memsh/sim/core"
@@ -69,7 +68,13 @@ func buildLFM3(c *hfConfig, attn string, head hfHead) *core.Model {
 		}
 		window = c.sizeOr("sliding_window", 256)
 	}
-	c.lfm3Rope(kinds)
+	var used []string
+	for _, k := range []lfm3Kind{lfm3Full, lfm3Sliding} {
+		if kinds[k] != nil {
+			used = append(used, string(k))
+		}
+	}
+	c.ropePerType("Lfm3RotaryEmbedding", used, "default", "proportional")
 	if c.err != nil {
 		return nil
 	}
@@ -156,48 +161,4 @@ func (c *hfConfig) lfm3LayerTypes(layers int64) map[lfm3Kind][]int64 {
 		}
 	}
 	return out
-}
-
-// lfm3Rope checks rope_parameters where config.json sets it: an entry for
-// each attention type the layers use (Lfm3RotaryEmbedding reads
-// rope_parameters[layer_type]; a flat one fails with a KeyError), and a
-// table as wide as the head. Lfm3RotaryEmbedding computes "default"
-// itself, over the whole head, and "proportional" returns a head-wide
-// table whatever partial_rotary_factor is; any other rope_type goes
-// through transformers' _compute_default_rope_parameters, whose table a
-// partial_rotary_factor below 1 narrows, which apply_rotary_pos_emb then
-// cannot broadcast over the head (a RuntimeError in 5.25.0).
-func (c *hfConfig) lfm3Rope(kinds map[lfm3Kind][]int64) {
-	raw, set := c.raw["rope_parameters"]
-	if !set || raw == nil {
-		return
-	}
-	rp, ok := raw.(map[string]any)
-	if !ok {
-		c.fail("rope_parameters", "must map each attention layer type to its rope parameters (got %s)", describeJSON(raw))
-		return
-	}
-	for _, k := range []lfm3Kind{lfm3Full, lfm3Sliding} {
-		if kinds[k] == nil {
-			continue
-		}
-		p, ok := rp[string(k)].(map[string]any)
-		if !ok {
-			c.fail("rope_parameters", "has no %q entry: Lfm3RotaryEmbedding reads rope_parameters[layer_type] for each attention layer type", string(k))
-			return
-		}
-		typ, _ := p["rope_type"].(string)
-		if typ == "default" || typ == "proportional" {
-			continue
-		}
-		if v, set := p["partial_rotary_factor"]; set && v != nil {
-			n, ok := v.(json.Number)
-			f, err := n.Float64()
-			if !ok || err != nil || f != 1 {
-				c.fail("rope_parameters", "%s's partial_rotary_factor (%s) with rope_type %q gives a table narrower than the head, which LFM3's apply_rotary_pos_emb cannot apply",
-					string(k), describeJSON(v), typ)
-				return
-			}
-		}
-	}
 }

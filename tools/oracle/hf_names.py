@@ -97,6 +97,7 @@ CASES = [
     ("kimi_linear-tiny.json", "", ("KimiLinearForCausalLM",)),
     ("kimi-k2.5-tiny.json", "", ("Kimi_K25ForConditionalGeneration",)),
     ("laguna-tiny.json", "", ("LagunaForCausalLM",)),
+    ("mellum-tiny.json", "", ("MellumForCausalLM",)),
     ("lfm2-tiny.json", "", ("Lfm2ForCausalLM",)),
     ("lfm2_moe-tiny.json", "", ("Lfm2MoeForCausalLM",)),
     ("lfm2_vl-nonorm-tiny.json", "", ("Lfm2VlForConditionalGeneration",)),
