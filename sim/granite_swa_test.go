@@ -50,13 +50,7 @@ func TestGraniteSWASavesAsTransformers(t *testing.T) {
 		{"fp32", [4]int64{499_460, 878_852, 1_262_340, 1_641_732}},
 		{"bf16", [4]int64{341_764, 581_892, 824_068, 1_064_196}},
 	} {
-		for _, attn := range []string{"eager", "sdpa"} {
-			for i, want := range tc.want {
-				if got := graniteSaved(t, "granite_swa-tiny.json", i+1, tc.precision, attn, false); got != want {
-					t.Errorf("%s %s, %d layers: %d saved, want %d (%+d)", tc.precision, attn, i+1, got, want, got-want)
-				}
-			}
-		}
+		checkGraniteSaved(t, "granite_swa-tiny.json", tc.precision, tc.want[:])
 	}
 }
 
@@ -117,5 +111,19 @@ func TestGraniteSWAConfig(t *testing.T) {
 	flash := graniteSaved(t, "granite_swa-tiny.json", 2, "bf16", "flash", false)
 	if eager := graniteSaved(t, "granite_swa-tiny.json", 2, "bf16", "eager", false); flash <= 0 || flash >= eager {
 		t.Errorf("flash keeps %d, eager %d: want less under the kernel with sinks", flash, eager)
+	}
+}
+
+// checkGraniteSaved checks what file's model cut to 1, 2, ... layers
+// saves for backward (want[i] at i+1 layers) under eager and under
+// attn="sdpa", which runs eager for the GraniteSWA families (no SDPA path).
+func checkGraniteSaved(t *testing.T, file, precision string, want []int64) {
+	t.Helper()
+	for _, attn := range []string{"eager", "sdpa"} {
+		for i, w := range want {
+			if got := graniteSaved(t, file, i+1, precision, attn, false); got != w {
+				t.Errorf("%s %s, %d layers: %d saved, want %d (%+d)", precision, attn, i+1, got, w, got-w)
+			}
+		}
 	}
 }
