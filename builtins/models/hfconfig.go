@@ -187,6 +187,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"jais2 (Jais-2-8B-Chat, transformers 5.0) is Llama with q, k, v, o and an ungated squared-ReLU MLP (up_proj, down_proj) biased by default and LayerNorms with biases. " +
 			"arcee (AFM-4.5B, transformers 4.53) is Llama with an ungated MLP (up_proj, relu2, down_proj); apertus (Apertus-8B, -70B, 4.56) " +
 			"norms q and k per head, names its norms attention_layernorm and feedforward_layernorm and runs its ungated MLP with xIELU (Python path, two trained scalars a layer). " +
+			"apertus1p5_text (Apertus 1.5's text model, transformers 5.24) is apertus with its lm_head pruned to output_vocab_size rows (the logits and loss that wide; tied and pruned is refused); " +
+			"apertus1p5, the multimodal model, is refused (its vision and audio tokenizers are not modelled): its text_config as model_type apertus1p5_text reads the text model. " +
 			"dots1 (dots.llm1, transformers 4.53) is DeepSeek-V3's MoE layout behind Qwen3's attention (per-head q_norm and k_norm, sliding layers by layer_types or max_window_layers). " +
 			"longcat_flash (LongCat-Flash-Chat, -Thinking; transformers 5.25, \"sdpa\" or \"flash\") runs in each of num_layers layers two MLAs (self_attn.0, .1) and two MLPs (mlps.0, .1) " +
 			"and one shortcut MoE (mlp) over the first MLP's input, added at the layer's end: n_routed_experts experts and zero_expert_num identity experts scored by an fp32 softmax router " +
@@ -260,6 +262,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"falcon_mamba 5.25, " +
 			"bamba 4.48, " +
 			"apertus 4.56, " +
+			"apertus1p5_text 5.24, " +
 			"granite, granitemoe and olmoe 4.45, " +
 			"flex_olmo 4.57, " +
 			"granitemoeshared 4.49, " +

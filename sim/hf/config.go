@@ -239,11 +239,8 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 			fam = &hfFamilies[i]
 		}
 	}
-	if fam == nil && refusedTypes[s] != "" {
-		return nil, &units.Error{
-			Msg:  fmt.Sprintf("model_type %q is not supported yet: %s", s, refusedTypes[s]),
-			Hint: "supported encoders: bert, roberta, xlm-roberta; or describe the model with the building blocks (attention, mlp, repeat, model)",
-		}
+	if r, ok := refusedTypes[s]; fam == nil && ok {
+		return nil, &units.Error{Msg: fmt.Sprintf("model_type %q is not supported yet: %s", s, r.why), Hint: r.hint}
 	}
 	if fam == nil {
 		return nil, &units.Error{

@@ -103,7 +103,9 @@ import (
 // "relu2") and down_proj. Apertus (model_type apertus: swiss-ai/Apertus-8B
 // and -70B; models/apertus at 5.25.0) is Llama with Qwen3's per-head q and
 // k norms, its norms named attention_layernorm and feedforward_layernorm,
-// and the same ungated MLP (never biased) with xIELU (nn/xielu.go).
+// and the same ungated MLP (never biased) with xIELU (nn/xielu.go);
+// Apertus 1.5's text model (apertus1p5_text) is Apertus with its lm_head
+// pruned to output_vocab_size rows (apertus1p5.go).
 // Hunyuan's MoE model
 // (hunyuan_v1_moe) is the same with HunYuanMoEV1Moe in every layer
 // (hunyuan.go).
@@ -410,7 +412,14 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		ls = append(ls, &nn.Dropout{P: pe})
 	}
 	ls = append(ls, stackBlocks("layers", blocks), norm("norm"))
-	m := c.finish(head, ls, vocab, tie)
+	headRows := vocab
+	if c.modelType == "apertus1p5_text" {
+		headRows = c.apertus1p5Head(vocab, tie)
+		if c.err != nil {
+			return nil
+		}
+	}
+	m := c.finish(head, ls, headRows, tie)
 	if m != nil && head == headCausalLM {
 		m.LogitSoftcap = logitCap
 		m.HeadBias = f.headBias && c.flag("lm_head_bias", false) ||

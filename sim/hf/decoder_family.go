@@ -6,7 +6,7 @@ package hf
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, cwm, mellum, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, helium, hyperclovax, olmo, nemotron and jais2; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, apertus1p5_text, helium, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -168,7 +168,7 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{headDimDef: 128, qkNormWide: true, moe: "minimax_m2", actKey: "hidden_act"}
 	case "arcee":
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", actKey: "hidden_act"}
-	case "apertus":
+	case "apertus", "apertus1p5_text": // Apertus1p5TextForCausalLM is ApertusForCausalLM (apertus1p5.go)
 		return decoderFamily{attnBias: true, qkNorm: true, upDown: true, actDef: "xielu", apertus: true, actKey: "hidden_act"}
 	case "olmo":
 		return decoderFamily{attnBias: true, olmoNorm: true, actKey: "hidden_act"}

@@ -18,6 +18,10 @@ var hfFamilies = []hfFamily{
 	// apertus: swiss-ai's Apertus-8B and -70B; the 4.56.0 wheel is the
 	// first with models/apertus (absent from 4.55.0). decoder.go.
 	{modelType: "apertus", prefix: "Apertus", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},
+	// apertus1p5_text: swiss-ai's Apertus 1.5 text model (apertus1p5.go);
+	// the 5.24.0 wheel is the first with models/apertus1p5 (absent from
+	// 5.23.0; unzip -l), its modeling_apertus1p5.py 5.25.0's (diff read).
+	{modelType: "apertus1p5_text", prefix: "Apertus1p5Text", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 24}},
 	// arcee: Arcee's AFM-4.5B; the 4.53.0 wheel is the first with
 	// models/arcee (absent from 4.52.4). decoder.go.
 	{modelType: "arcee", prefix: "Arcee", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
@@ -524,7 +528,16 @@ var hfFamilies = []hfFamily{
 
 // refusedTypes are model types transformers builds that memsh refuses
 // with the reason, rather than with the list of those it knows.
-var refusedTypes = map[string]string{}
+var refusedTypes = map[string]refusedType{
+	// Apertus1p5ForConditionalGeneration (models/apertus1p5 at 5.25.0):
+	// the text model after an IBQ vision tokenizer and a WavTokenizer
+	// audio encoder kept in fp32, whose discrete codes it embeds
+	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
+		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
+}
+
+// refusedType is why memsh refuses a model type, and what to do instead.
+type refusedType struct{ why, hint string }
 
 // encoderHeads are BERT's and RoBERTa's model classes, the masked LM first.
 var encoderHeads = []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}

@@ -95,7 +95,10 @@ if lora:
     model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets))
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-ids = torch.randint(1, raw["vocab_size"], (batch, seq))
+# Apertus 1.5's pruned head (output_vocab_size) takes labels below its
+# width only (ForCausalLMLoss's cross-entropy refuses larger targets); the
+# ids' values move no byte.
+ids = torch.randint(1, raw.get("output_vocab_size") or raw["vocab_size"], (batch, seq))
 # The labels: input_ids for a causal LM (its loss shifts a copy); for an
 # encoder's heads the data collator's own tensor: a copy of the ids for a
 # masked LM, a class a token for token classification, a class a sample

@@ -48,6 +48,7 @@ CASES = [
     # "architectures" class (a published config where the family has no tiny one)
     ("afmoe-tiny.json", "", ("AfmoeForCausalLM",)),
     ("apertus-tiny.json", "", ("ApertusForCausalLM",)),
+    ("apertus1p5-text-tiny.json", "", ("Apertus1p5TextForCausalLM",)),
     ("arcee-tiny.json", "", ("ArceeForCausalLM",)),
     ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
     ("bamba-tiny.json", "", ("BambaForCausalLM",)),
