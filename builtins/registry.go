@@ -32,7 +32,8 @@ func builtinTables() [][]host.Builtin {
 		plans.ParallelBuiltins(), // cluster; parallel() layouts are in layers_extra.go's entry
 		outputBuiltins(),         // emit, expect
 		plans.PlanBuiltins(),
-		plans.FinetuneBuiltins(), // offload, litgpt
+		plans.FinetuneBuiltins(),   // offload, litgpt
+		plans.PreferenceBuiltins(), // dpo
 		reports.ReportBuiltins(),
 		models.TableBuiltins(),
 		reports.TableStepsBuiltins(),

@@ -110,6 +110,9 @@ var TrainKeywords = []keyword{
 		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
 			"an RMSNorm saves its input and one fp32 per row and writes its input's gradient into its output's; a SwiGLU MLP's SiLU-and-multiply saves the gate and up outputs and writes their gradients into them (docs/liger.md)",
 		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
+	{Name: "preference", Def: starlark.None,
+		Doc: "dpo(...): TRL's DPOTrainer in place of the language model's cross-entropy: batch= counts pairs (2 x batch rows), a reference forward under no_grad after the policy's (docs/dpo.md)",
+		set: setPreference},
 	{Name: "keep_logits", Def: starlark.False,
 		Doc: "the training loop holds the model's output, and so its logits, through the backward: out = model(**batch); out.loss.backward(); " +
 			"del out keeps out.logits (batch x seq x vocab in the compute dtype) until the backward ends, and they are freed before the optimizer step " +

@@ -40,6 +40,15 @@ type Builder struct {
 	// an eval plan): adapters registered there still require grad
 	// (AdapterParam), as PEFT's do, and get none.
 	noGradTrain int
+	// pref is the plan's preference objective (dpo.go), nil when none.
+	pref *Preference
+	// refCopy: the parameters registered now are DPO's reference copy of
+	// the model (dpo.go): in no optimizer, never trained, yet requiring
+	// grad as TRL leaves them, so autocast caches their casts.
+	refCopy bool
+	// bodyFirst is the first parameter of the model body being lowered
+	// (lowerBody): the embedding a head ties to is that body's.
+	bodyFirst int
 	// curBlock is the repeated block being lowered, 1-based (0: none),
 	// recorded on each op (OpInfo.Block).
 	curBlock int32
@@ -283,7 +292,7 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	// indexer, CLIP's layers past vision_feature_layer) still requires
 	// grad in PyTorch: it is trainable and gets no gradient (replay's
 	// gradlessParams), which ZeRO's and Megatron's flat buffers still hold.
-	trainable := !b.Eval || b.noGradTrain > 0
+	trainable := (!b.Eval || b.noGradTrain > 0) && !b.refCopy
 	if b.Lora != nil && role != RoleNormLoRA {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}

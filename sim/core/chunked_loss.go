@@ -304,7 +304,7 @@ func (b *Builder) chunkedModelLoss(m *Model, x Value) Value {
 // the model does not tie them.
 func (b *Builder) embedWeight(m *Model) int32 {
 	if m.Tied() {
-		for pi := range b.P.Params {
+		for pi := b.bodyFirst; pi < len(b.P.Params); pi++ {
 			if b.P.Params[pi].Role == RoleEmbed {
 				return int32(pi)
 			}

@@ -272,6 +272,10 @@ func (m *Model) lower(b *Builder) (err error) {
 		b.P.Loss = b.lowerRollout(m, x, b.rollout) // anemoi's rollout loop
 		return nil
 	}
+	if b.pref != nil { // DPO: the policy, the reference, the loss (dpo.go)
+		b.P.Loss = b.dpoLoss(m, x, m.lowerBody(b, x))
+		return nil
+	}
 	batch := b.loadMegatronBatch(true, true)
 	x = b.lowerMembers(m, x) // lowerBody once, or once per member
 	b.P.Loss = b.megatronLossFunc(b.loss(m, x), batch)
@@ -282,6 +286,7 @@ func (m *Model) lower(b *Builder) (err error) {
 // lowerBody emits the layers and the output head for input x.
 func (m *Model) lowerBody(b *Builder, x Value) Value {
 	first := len(b.P.Params)
+	b.bodyFirst = first
 	b.embedOut = NoValue
 	for _, l := range m.Layers {
 		x = b.LowerChild(l, x)
@@ -290,6 +295,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		b.KeepAlive("inputs_embeds", b.embedOut)
 	}
 	if m.Vocab > 0 {
+		if b.pref != nil && b.pref.TRL == TRLFusedHead { // TRL's fused LM head (trl_fused_head.go) runs in the loss
+			return x
+		}
 		if b.Ft.chunkHead(m) { // loss_chunks, returns the loss
 			return b.chunkedModelLoss(m, x)
 		}

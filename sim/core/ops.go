@@ -23,7 +23,7 @@ func (b *Builder) Weight(pi int32, dt units.DType) Value {
 	v := b.Val(y)
 	v.Cat = CatParams
 	v.Grad = b.Trainable(pi)
-	v.Cached = b.Trainable(pi)
+	v.Cached = b.Trainable(pi) || b.refCopy // autocast caches a leaf requiring grad: DPO's reference copy's too
 	b.Op(i).Bytes += float64(b.Prec.Params.Bytes(p.Numel))
 	return y
 }

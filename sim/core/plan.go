@@ -75,6 +75,7 @@ type Plan struct {
 	Docs           []int64     // the packed row's documents' lengths, in order, summing to TokensPerBatch (packing.go); nil = DocTokens
 	Offload        *Offload    // optimizer state, parameters, activations off the GPU
 	HostMemory     int64       // host RAM per node for offload, 0 = unchecked
+	Preference     *Preference // a preference objective (TRL's DPO) in place of cross-entropy (preference.go); nil = none
 
 	// KeepGrads: gradients are zeroed in place between steps, not set to
 	// None, so they stay allocated through the next forward. That was
@@ -309,6 +310,9 @@ func (p *Plan) RefusalFor(checked *Model) error {
 	if err := p.validateRollout(); err != nil {
 		return err
 	}
+	if err := p.validatePreference(); err != nil {
+		return err
+	}
 	if err := p.validateValidation(); err != nil {
 		return err
 	}
@@ -391,6 +395,8 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	b.spread = p.MembersMode == "spread" && b.members > 1
 	b.rollout = max(p.Rollout, 1)
 	b.Batch *= b.foldedMembers()
+	b.pref = p.Preference
+	b.Batch *= p.Preference.Rows() // a pair is a chosen and a rejected row
 	if p.Model.Points > 0 {
 		b.Seq = p.Model.Points // graph models: one row per grid point
 	}

@@ -75,12 +75,16 @@ type pricer struct {
 	// op's backward runs (eager dispatch; backward.go, gradUses).
 	accum, accumK []float64
 	paramsDT      units.DType // the parameters' dtype (a weight cast's source)
+	autocastDT    units.DType // autocast's compute dtype, InvalidDType without autocast
 }
 
 func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
 	pr := &s.pr // s's, not one of its own: s prices one program at a time
 	*pr = pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect,
-		sdpaCuDNN: plan.Runtime.SDPACuDNN, paramsDT: plan.Precision.Params}
+		sdpaCuDNN: plan.Runtime.SDPACuDNN, paramsDT: plan.Precision.Params, autocastDT: units.InvalidDType}
+	if plan.Precision.Autocast {
+		pr.autocastDT = plan.Precision.Compute
+	}
 	if pr.dispatch.fuses() {
 		s.users, s.saved = resize(s.users, len(prog.Values)), resize(s.saved, len(prog.Values))
 		pr.users, pr.saved = s.users, s.saved
@@ -181,6 +185,8 @@ func (pr *pricer) op(i int) OpCost {
 		return pr.groupedMatmul(op)
 	case core.CCEOp:
 		return pr.cce(op) // cce.go
+	case core.TRLLogProbOp:
+		return pr.trlLogProb(op) // trl_fused_head.go
 	case "attention":
 		return pr.attention(op)
 	case "all_gather", "reduce_scatter", "all_to_all", "recv", "send":
@@ -474,7 +480,7 @@ func pointwise(op *core.OpInfo) bool {
 	case "matmul", "int8_matmul", "grouped_matmul", "attention", "graph_attention", "conv1d",
 		"embedding", "table_lookup", "gather", "index_select", "index", "index_add", "index_copy", "scatter_add",
 		"all_gather", "reduce_scatter", "all_to_all", "recv", "send", "chunk_copy",
-		"cross_entropy", "mse_loss", "topk", "dequantize", core.CCEOp, "nonzero", "int8_vectorwise_quant":
+		"cross_entropy", "mse_loss", "topk", "dequantize", core.CCEOp, core.TRLLogProbOp, "nonzero", "int8_vectorwise_quant":
 		return false
 	case "cast":
 		return len(op.In) > 0

@@ -339,7 +339,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 // a GPU's micro-batch (its members' copies) passes times over dp
 // data-parallel ranks; the search's estimate counts it the same way.
 func StepTokens(plan *core.Plan, passes, dp int64) float64 {
-	return float64(plan.Batch*plan.Seq*membersPerGPU(plan)) * float64(passes) * float64(dp)
+	return float64(plan.Batch*plan.Seq*membersPerGPU(plan)*plan.Preference.Rows()) * float64(passes) * float64(dp)
 }
 
 // membersPerGPU is the ensemble members one GPU's batch runs: all of them

@@ -37,7 +37,7 @@ func trainMetricsTime(prog *core.Program, plan *core.Plan) (at int, t float64, n
 	for i := range prog.Ops {
 		op := &prog.Ops[i]
 		switch op.Kind {
-		case "fused_linear_cross_entropy", core.CCEOp:
+		case "fused_linear_cross_entropy", core.CCEOp, core.TRLLogProbOp:
 			return -1, 0, trainMetricsNote("the loss is fused with the output projection (no logits)")
 		case "mse_loss":
 			return -1, 0, trainMetricsNote("the loss is not a cross-entropy over logits")

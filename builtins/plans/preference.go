@@ -1,0 +1,109 @@
+package plans
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/core"
+	"go.starlark.net/starlark"
+)
+
+// DPO is the Starlark value of dpo(...) (type "dpo"): TRL's DPOTrainer as
+// train(preference=...)'s objective. Reference is "" until train()
+// resolves it against the plan's LoRA (core.RefOf).
+type DPO struct{ p core.Preference }
+
+var _ starlark.HasAttrs = DPO{}
+
+func (x DPO) Type() string          { return "dpo" }
+func (x DPO) Freeze()               {}
+func (x DPO) Truth() starlark.Bool  { return starlark.True }
+func (x DPO) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+
+func (x DPO) String() string {
+	if x.p.Reference == "" {
+		return fmt.Sprintf("dpo(trl=%q)", x.p.TRL)
+	}
+	return fmt.Sprintf("dpo(reference=%q, trl=%q)", x.p.Reference, x.p.TRL)
+}
+
+var dpoAttrNames = []string{"reference", "trl"}
+
+func (x DPO) AttrNames() []string { return dpoAttrNames }
+
+func (x DPO) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "reference":
+		if x.p.Reference == "" {
+			return starlark.None, nil
+		}
+		return starlark.String(x.p.Reference), nil
+	case "trl":
+		return starlark.String(x.p.TRL), nil
+	}
+	return nil, nil
+}
+
+// PreferenceBuiltins are the preference objectives: dpo().
+func PreferenceBuiltins() []host.Builtin {
+	return []host.Builtin{{
+		Name: "dpo",
+		Sig:  `dpo(reference=None, trl="1.15")`,
+		Doc: "TRL's DPOTrainer as the step's objective, for train(..., preference=dpo(...)) (docs/dpo.md): batch= counts pairs, each a chosen and a rejected completion " +
+			"concatenated along the batch, so the model runs 2 x batch rows of seq tokens (the padded length of prompt and completion; tokens/s counts both rows); " +
+			"the policy's forward and its per-token log-probabilities, then the reference model's forward under torch.no_grad() with gradient checkpointing disabled, " +
+			"on top of everything the policy saved, then the sigmoid loss of the log-ratio margins, then the backward. " +
+			"reference: \"model\" (a second copy of the model in the policy's dtype, never trained: TRL's default for a full fine-tune; its weights are r.params' too, and under autocast its casts are cached as the policy's are, since TRL leaves them requiring grad), " +
+			"\"adapters\" (the policy with its LoRA adapters disabled: the default with lora=), \"precomputed\" (precompute_ref_log_probs=True: no reference forward in the step); None picks TRL's default. " +
+			"trl: \"1.15\" (TRL 1.15 and later, 1.16.0 read: add_fused_lm_head scores the completion tokens in tiles of 4,096 tokens by 32,768 vocabulary entries and never makes the logits; " +
+			"the hidden states of the scored positions copied, seven fp32 statistics a token, fp32 gradient buffers in the backward) or \"1.8\" (TRL 1.8 to 1.13, 1.8.0 read, the release Axolotl pins: " +
+			"the model's whole logits, held until the loss, then log_softmax and gather one row at a time, each row's log_softmax saved; 16-bit logits only). " +
+			"memsh scores every position of a row (TRL masks the prompt and the padding): an upper bound. One GPU or data parallelism (ddp, zero 1 or 2); " +
+			"ZeRO-3, FSDP, tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",
+		Fn: dpoFn,
+	}}
+}
+
+func dpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var ref starlark.Value = starlark.None
+	trl := core.TRLFusedHead
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "reference?", &ref, "trl?", &trl); err != nil {
+		return nil, err
+	}
+	p := core.Preference{TRL: trl}
+	switch r := ref.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		p.Reference = string(r)
+	default:
+		return nil, fmt.Errorf("dpo: reference must be None, %q, %q or %q (got %s)", core.RefModel, core.RefAdapters, core.RefPrecomputed, ref.Type())
+	}
+	// The names are checked here, where the call is; the rest with the plan.
+	check := p
+	if check.Reference == "" {
+		check.Reference = core.RefModel
+	}
+	if err := check.Validate(); err != nil {
+		known := []string{core.RefModel, core.RefAdapters, core.RefPrecomputed, core.TRLFusedHead, core.TRLLogits}
+		if h := host.DidYouMean(p.Reference, known); h != "" {
+			return nil, host.WithHint(err, h)
+		}
+		return nil, err
+	}
+	return DPO{p}, nil
+}
+
+func setPreference(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch x := (*v).(type) {
+	case starlark.NoneType:
+	case DPO:
+		pr := x.p
+		if pr.Reference == "" {
+			pr.Reference = core.RefOf(p.LoRA)
+		}
+		p.Preference = &pr
+	default:
+		return fmt.Errorf("preference must be None or dpo(...) (got %s)", x.Type())
+	}
+	return nil
+}

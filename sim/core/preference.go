@@ -1,0 +1,140 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Preference is a preference-tuning objective in place of the language
+// model's cross-entropy (train(preference=dpo(...))): TRL's DPOTrainer,
+// whose batch is pairs of a chosen and a rejected completion of one
+// prompt, concatenated along the batch ([chosen, rejected]: DataCollator
+// ForPreference), so Plan.Batch pairs run through the model as twice as
+// many rows of Plan.Seq tokens (the padded length of prompt and
+// completion). The policy's per-token log-probabilities of the completion
+// are summed per row; the reference model's come from a second forward
+// under torch.no_grad() after the policy's (dpo_trainer.py _compute_loss),
+// or from the batch when they were precomputed; the sigmoid loss of the
+// log-ratio margins is a handful of [batch] tensors.
+type Preference struct {
+	// Reference: where the reference log-probabilities come from
+	// (RefModel, RefAdapters, RefPrecomputed).
+	Reference string
+	// TRL: the DPOTrainer release whose log-probability path the step
+	// runs (TRLFusedHead, TRLLogits).
+	TRL string
+}
+
+// The reference models of DPOTrainer (trl/trainer/dpo_trainer.py).
+const (
+	// RefModel: a second copy of the model, loaded from the same
+	// checkpoint in the policy's dtype (create_model_from_path with dtype
+	// = model.dtype), frozen by never reaching the optimizer: TRL's
+	// default for a full fine-tune.
+	RefModel = "model"
+	// RefAdapters: the policy itself with its LoRA adapters disabled
+	// (use_adapter(model, None)): no second copy; the default under LoRA.
+	RefAdapters = "adapters"
+	// RefPrecomputed: precompute_ref_log_probs=True, the reference
+	// log-probabilities computed before training and read from the batch:
+	// no reference forward in the step.
+	RefPrecomputed = "precomputed"
+)
+
+// The DPOTrainer releases whose log-probabilities memsh replays.
+const (
+	// TRLFusedHead: TRL 1.15 and later (1.16.0 read): the model's forward
+	// patched by add_fused_lm_head computes the completion tokens'
+	// log-probabilities in tiles of the vocabulary (ChunkedLogProbFunction,
+	// trl/kernels/chunked_logprob.py), never the logits (trl_fused_head.go).
+	TRLFusedHead = "1.15"
+	// TRLLogits: TRL 1.8 to 1.13 (1.8.0 read, the release Axolotl pins):
+	// the model's logits, then selective_log_softmax's log_softmax and
+	// gather one row at a time (trl_logits.go).
+	TRLLogits = "1.8"
+)
+
+// PreferenceOp is the op kind of the objective's own arithmetic on the
+// summed log-probabilities (the log-ratios, their margin, the sigmoid loss).
+const PreferenceOp = "dpo_loss"
+
+// Rows is how many sequences of the batch one pair makes: the chosen and
+// the rejected completion.
+func (pr *Preference) Rows() int64 {
+	if pr == nil {
+		return 1
+	}
+	return 2
+}
+
+// RefOf is the reference a DPO plan runs when reference= was not given:
+// the policy with its adapters disabled under LoRA, else a copy of the
+// model (DPOTrainer.__init__: ref_model None and a PEFT model, or a copy).
+func RefOf(lora *LoRA) string {
+	if lora != nil {
+		return RefAdapters
+	}
+	return RefModel
+}
+
+// Validate checks the objective's own names.
+func (pr *Preference) Validate() error {
+	switch {
+	case pr.Reference != RefModel && pr.Reference != RefAdapters && pr.Reference != RefPrecomputed:
+		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown reference %q", pr.Reference),
+			Hint: fmt.Sprintf("reference is %q (a frozen copy of the model), %q (the policy with its LoRA adapters disabled) or %q (precompute_ref_log_probs)", RefModel, RefAdapters, RefPrecomputed)}
+	case pr.TRL != TRLFusedHead && pr.TRL != TRLLogits:
+		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown trl %q", pr.TRL),
+			Hint: fmt.Sprintf("trl is %q (TRL 1.15 and later: the fused LM head) or %q (TRL 1.8 to 1.13: logits and selective_log_softmax); 1.14's fused log-softmax kernel over the logits is not modelled", TRLFusedHead, TRLLogits)}
+	}
+	return nil
+}
+
+// validatePreference checks a plan with a preference objective.
+func (p *Plan) validatePreference() error {
+	pr := p.Preference
+	if pr == nil {
+		return nil
+	}
+	if err := pr.Validate(); err != nil {
+		return err
+	}
+	const what = "preference=dpo()"
+	m := p.Model
+	par := p.Parallel.Norm()
+	switch {
+	case pr.Reference == RefAdapters && p.LoRA == nil:
+		return &units.Error{Path: "dpo", Msg: `reference="adapters" disables the policy's LoRA adapters, and the plan has none`,
+			Hint: `pass lora=lora(...), or reference="model" for a frozen copy`}
+	case m == nil || m.Vocab <= 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
+		return &units.Error{Path: "train", Msg: what + " scores the completion tokens' log-probabilities: the model has no language-model head",
+			Hint: "a causal language model with a vocabulary"}
+	case p.Phase == Eval:
+		return &units.Error{Path: "train", Msg: what + " is a training objective", Hint: "drop preference= for an eval plan"}
+	case p.FusedLoss != "" || p.LossChunks > 1:
+		return &units.Error{Path: "train", Msg: what + " computes its own log-probabilities: loss_chunks does not apply",
+			Hint: "drop loss_chunks (trl=\"1.15\" is TRL's own fused LM head)"}
+	case p.KeepLogits:
+		return &units.Error{Path: "train", Msg: what + " with keep_logits is not modelled", Hint: "drop keep_logits"}
+	case par.TP > 1 || par.PP > 1 || par.CP > 1 || par.EP > 1:
+		return &units.Error{Path: "train", Msg: what + " runs on data parallelism alone (DPOTrainer under accelerate): tensor, pipeline, context and expert parallelism are not modelled",
+			Hint: "use parallel(dp=...) with ddp or zero 1/2"}
+	case par.Zero >= 3 || par.FSDP:
+		return &units.Error{Path: "train", Msg: what + " under ZeRO-3 or FSDP is not modelled yet (the reference model's own sharding and the fused head's gather of lm_head)",
+			Hint: "use ddp or parallel(zero=1 or 2)"}
+	case p.Precision.Megatron:
+		return &units.Error{Path: "train", Msg: what + " is TRL's DPOTrainer, not Megatron-LM", Hint: `use precision="bf16" or "bf16-mixed"`}
+	case p.Members > 1 || p.Rollout > 1 || p.TokensPerBatch > 0:
+		return &units.Error{Path: "train", Msg: what + " does not combine with members, rollout or packing (tokens_per_batch)",
+			Hint: "DPOTrainer pads each pair to the batch's longest; drop tokens_per_batch"}
+	case p.Model.Data != nil || p.Images.Count > 0 || p.Videos.Count > 0:
+		return &units.Error{Path: "train", Msg: what + " is modelled for text models", Hint: "drop images= and videos="}
+	case p.Compile.Blocks || p.Compile.Loss:
+		return &units.Error{Path: "train", Msg: what + " with compile is not modelled", Hint: "drop compile"}
+	case pr.TRL == TRLFusedHead && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
+		return &units.Error{Path: "train", Msg: `preference=dpo(trl="1.15") reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,
+			Hint: `leave lm_head out of lora(targets=...), or trl="1.8"`}
+	}
+	return nil
+}
