@@ -178,6 +178,9 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 	if plan.LigerKernels && !prog.LigerKernels {
 		rep.Notes = append(rep.Notes, "liger_kernels=True: nothing here for Liger's layer kernels to replace (they replace RMSNorm and the SwiGLU MLP's silu(gate) * up; LayerNorm, other MLPs and attention run as before), so the step is the eager one")
 	}
+	if note := preferenceNote(plan, prog); note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
 	if rep.NCCLHeld > 0 {
 		rep.Notes = append(rep.Notes, "NCCL record_stream (runtime "+plan.Runtime.Name+", PyTorch 2.7 and earlier): blocks of Megatron's all-to-alls, once freed, wait until the host next waits for the device, up to "+
 			units.FormatBytes(rep.NCCLHeld)+" at once, so the cache grows; a job with TORCH_NCCL_AVOID_RECORD_STREAMS=1 is train(nccl_avoid_record_streams=True)")

@@ -1,0 +1,46 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// preferenceNote says what a DPO plan's step holds beyond a language
+// model's (core/preference.go, core/dpo.go): its rows and its reference.
+func preferenceNote(plan *core.Plan, prog *core.Program) string {
+	pr := plan.Preference
+	if pr == nil {
+		return ""
+	}
+	rows := fmt.Sprintf("dpo (TRL %s): %s of %s, each a chosen and a rejected row of %d tokens", trlReleases(pr.TRL),
+		units.Count(plan.Batch*pr.Rows(), "row"), units.Count(plan.Batch, "pair"), plan.Seq)
+	switch pr.Reference {
+	case core.RefPrecomputed:
+		return rows + "; the reference log-probabilities come with the batch (precompute_ref_log_probs): no reference forward"
+	case core.RefAdapters:
+		return rows + "; the reference is the policy with its LoRA adapters disabled, a forward under no_grad after the policy's: no second copy of the weights"
+	}
+	var bytes int64
+	for _, p := range prog.Params {
+		if strings.HasPrefix(p.Name, "ref_model.") && p.TiedTo < 0 {
+			dt := p.DType
+			if dt == units.InvalidDType {
+				dt = plan.Precision.Params
+			}
+			bytes += dt.Bytes(p.Numel)
+		}
+	}
+	return fmt.Sprintf("%s; the reference model is a second copy of the weights (%s, in params, in no optimizer), its forward under no_grad after the policy's",
+		rows, units.FormatBytes(bytes))
+}
+
+// trlReleases names the releases a Preference.TRL spelling stands for.
+func trlReleases(trl string) string {
+	if trl == core.TRLLogits {
+		return "1.8 to 1.13"
+	}
+	return "1.15 and later"
+}
