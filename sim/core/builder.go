@@ -2,6 +2,7 @@ package core
 
 import (
 	"regexp"
+	"strings"
 
 	"github.com/memsh/memsh/sim/units"
 )
@@ -98,8 +99,11 @@ type Builder struct {
 	shared map[string]Value
 	shares int // Share calls so far (a block that shares is not copied: block_clone.go)
 	// reuse: Param returns the parameter of the same name registered
-	// before, if any (ReuseParams).
-	reuse bool
+	// before, if any (ReuseParams), its name read without reuseStrip (a
+	// scope a second call of the same modules runs under: DPO's
+	// reference forward, dpo.go).
+	reuse      bool
+	reuseStrip string
 	// decoderLayers are the repeats whose blocks are handed the model's
 	// position_ids (Model.PositionIDs); nil when none are.
 	decoderLayers map[*Repeat]bool
@@ -279,7 +283,7 @@ func Rows(shape []int64) int64 { return Numel(shape[:len(shape)-1]) }
 // param registers a parameter tensor and returns its index.
 func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	if b.reuse {
-		full := b.Name(name)
+		full := strings.TrimPrefix(b.Name(name), b.reuseStrip)
 		for pi := len(b.P.Params) - 1; pi >= 0; pi-- {
 			if b.P.Params[pi].Name == full {
 				return int32(pi)

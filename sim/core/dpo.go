@@ -12,6 +12,11 @@ import "github.com/memsh/memsh/sim/units"
 // the backward. The reference forward saves nothing; what it allocates
 // lives on top of everything the policy's forward saved.
 
+// RefForward is the scope the reference forward of the policy's own
+// modules (RefAdapters) runs under: its ops and tensors are named
+// reference.layers.0..., its parameters are the policy's.
+const RefForward = "reference"
+
 // dpoLoss lowers the DPO objective after the policy's body: in is the
 // batch's input_ids, x what the body returned (the logits under TRL 1.8,
 // the last hidden states under 1.15).
@@ -67,7 +72,9 @@ func (b *Builder) referenceLogProbs(m *Model, in Value) (Value, []Value) {
 		lora := b.Lora
 		b.Lora = nil
 		restore := b.ReuseParams()
-		defer func() { b.Lora = lora; restore() }()
+		defer b.Scope(RefForward)() // the same modules, called again: named apart
+		b.reuseStrip = RefForward + "."
+		defer func() { b.Lora, b.reuseStrip = lora, ""; restore() }()
 	default:
 		defer b.Scope("ref_model")()
 		b.refCopy = true

@@ -132,6 +132,9 @@ func (p *Plan) validatePreference() error {
 		return &units.Error{Path: "train", Msg: what + " is modelled for text models", Hint: "drop images= and videos="}
 	case p.Compile.Blocks || p.Compile.Loss:
 		return &units.Error{Path: "train", Msg: what + " with compile is not modelled", Hint: "drop compile"}
+	case pr.TRL == TRLLogits && (p.Precision.Compute == units.FP32 || (m.ForwardUpcast && m.LogitsFP32)):
+		return &units.Error{Path: "dpo", Msg: `trl="1.8": selective_log_softmax over fp32 logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled`,
+			Hint: `use precision="bf16", "bf16-mixed" or "fp16", or trl="1.15"`}
 	case pr.TRL == TRLFusedHead && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
 		return &units.Error{Path: "train", Msg: `preference=dpo(trl="1.15") reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,
 			Hint: `leave lm_head out of lora(targets=...), or trl="1.8"`}
