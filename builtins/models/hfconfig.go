@@ -189,6 +189,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"norms q and k per head, names its norms attention_layernorm and feedforward_layernorm and runs its ungated MLP with xIELU (Python path, two trained scalars a layer). " +
 			"apertus1p5_text (Apertus 1.5's text model, transformers 5.24) is apertus with its lm_head pruned to output_vocab_size rows (the logits and loss that wide; tied and pruned is refused); " +
 			"apertus1p5, the multimodal model, is refused (its vision and audio tokenizers are not modelled): its text_config as model_type apertus1p5_text reads the text model. " +
+			"nanochat (karpathy's nanochat-d32, transformers 5.0) norms with weightless fp32 RMSNorms (the model's norm before the layers too), q and k after the rope (q_norm, k_norm), runs fc1, relu2 and fc2 " +
+			"and soft-caps the logits at final_logit_softcapping (15 by default). " +
 			"dots1 (dots.llm1, transformers 4.53) is DeepSeek-V3's MoE layout behind Qwen3's attention (per-head q_norm and k_norm, sliding layers by layer_types or max_window_layers). " +
 			"longcat_flash (LongCat-Flash-Chat, -Thinking; transformers 5.25, \"sdpa\" or \"flash\") runs in each of num_layers layers two MLAs (self_attn.0, .1) and two MLPs (mlps.0, .1) " +
 			"and one shortcut MoE (mlp) over the first MLP's input, added at the layer's end: n_routed_experts experts and zero_expert_num identity experts scored by an fp32 softmax router " +
@@ -225,6 +227,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"starcoder2 and cohere 4.39, " +
 			"stablelm 4.38 (before 4.40 without SDPA: attn=\"sdpa\" runs eager; use_parallel_residual refused), " +
 			"olmo 4.40, " +
+			"nanochat 5.0, " +
 			"nemotron 4.44, " +
 			"gpt_bigcode 4.54, " +
 			"gptj 5.24, " +

@@ -195,7 +195,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if f.actDef != "" {
 		actDef = f.actDef
 	}
-	act := c.mlpAct(actKey, actDef, !f.starcoder2 && !f.upDown)
+	act := c.mlpAct(actKey, actDef, !f.starcoder2 && !f.upDown && !f.nanochat)
 
 	var pa, po, pe float64
 	if !f.ernie && !f.seedOSS { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
@@ -234,6 +234,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	at.QKNormWide, at.QKNormWideLlama = f.qkNormWide, f.qkNormWide
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
 	at.QPosScale = c.modelType == "ministral3"
+	at.QKL2Norm, at.QKL2Split = f.nanochat, f.nanochat // NanoChatAttention: rope, then q_norm and k_norm
 	// The rotary cos and sin the model makes once a forward and every
 	// layer saves (nn.Attention.ropeTables): gpt-oss's half a head wide,
 	// Phi-3's partial_rotary_factor of it (its rope ends in a cat: RopeCat),
@@ -266,6 +267,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			return &nn.GemmaNorm{Name: name, Dim: hidden}
 		case f.olmoNorm:
 			return &nn.OlmoNorm{Name: name, Dim: hidden}
+		case f.nanochat:
+			return &nn.WeightlessRMSNorm{Name: name, Dim: hidden}
 		case f.norm1P:
 			return &nn.Norm{Name: name, Dim: hidden, Bias: true, OnePlus: true}
 		case f.helium:
@@ -288,6 +291,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	case 3:
 		at.Softcap = c.softcap("attn_logit_softcapping", 0)
 		logitCap = c.softcap("final_logit_softcapping", 0)
+	}
+	if f.nanochat { // NanoChatForCausalLM is Gemma2ForCausalLM's head
+		logitCap = c.softcap("final_logit_softcapping", 15)
 	}
 	local := c.slidingLayers(f, layers)
 	if f.mellum {
@@ -325,6 +331,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		}
 		if f.upDown {
 			m.InName, m.OutName = "up_proj", "down_proj"
+		}
+		if f.nanochat { // NanoChatMLP: CLIPMLP's fc1, activation_fn, fc2
+			m.InName, m.OutName = "fc1", "fc2"
 		}
 		if f.fused {
 			m.FusedName = "gate_up_proj" // Phi3MLP: gate_up_proj(x).chunk(2, dim=-1)
@@ -410,6 +419,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if pe > 0 {
 		// nn.functional.dropout in Starcoder2Model.forward: no module
 		ls = append(ls, &nn.Dropout{P: pe})
+	}
+	if f.nanochat { // NanoChatModel: self.norm before the layers too
+		ls = append(ls, norm("norm"))
 	}
 	ls = append(ls, stackBlocks("layers", blocks), norm("norm"))
 	headRows := vocab

@@ -6,7 +6,7 @@ package hf
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, cwm, mellum, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, apertus1p5_text, helium, hyperclovax, olmo, nemotron and jais2; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, apertus1p5_text, nanochat (nanochat.go), helium, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -56,6 +56,10 @@ type decoderFamily struct {
 	// starcoder2: StarCoder2's use_bias on every projection, an ungated
 	// MLP (c_fc, c_proj) and its three dropouts (buildDecoder's doc)
 	starcoder2 bool
+	// nanochat: NanoChat's weightless fp32 RMSNorms (also before the
+	// layers), q and k normed by them after the rope (q_norm, k_norm) and
+	// CLIP's ungated MLP (fc1, hidden_act, fc2) (nanochat.go)
+	nanochat bool
 	// upDown: an ungated MLP of up_proj and down_proj (Nemotron's MLP,
 	// which Arcee's is) with the activation actDef by default
 	upDown bool
@@ -170,6 +174,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", actKey: "hidden_act"}
 	case "apertus", "apertus1p5_text": // Apertus1p5TextForCausalLM is ApertusForCausalLM (apertus1p5.go)
 		return decoderFamily{attnBias: true, qkNorm: true, upDown: true, actDef: "xielu", apertus: true, actKey: "hidden_act"}
+	case "nanochat": // NanoChatConfig: Qwen3Attention's attention_bias, relu2, no tie
+		return decoderFamily{attnBias: true, nanochat: true, actDef: "relu2", actKey: "hidden_act"}
 	case "olmo":
 		return decoderFamily{attnBias: true, olmoNorm: true, actKey: "hidden_act"}
 	case "nemotron":

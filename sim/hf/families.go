@@ -394,6 +394,12 @@ var hfFamilies = []hfFamily{
 	// (4.31.0 has none; the attention is the same in 4.32.0, 4.40.0,
 	// 4.57.1, 5.0.0 and 5.25.0). mpt.go.
 	{modelType: "mpt", prefix: "Mpt", base: "transformer", heads: decoderHeads, build: buildMPT, noFused: true, since: [2]int{4, 32}},
+	// nanochat: karpathy's nanochat (nanochat.go); the 5.0.0 wheel is the
+	// first with models/nanochat (absent from 4.57.6, the last 4.x; unzip
+	// -l). 5.0.0's modeling_nanochat.py differs from 5.25.0's in the
+	// rotary forward's form, eager's mask slice (a view) and the cache's
+	// name (diff read): the same tensors.
+	{modelType: "nanochat", prefix: "NanoChat", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// olmo: OLMo-1B-hf, OLMo-7B-hf; 4.40.0 is the first wheel with
 	// models/olmo (4.39.3, 4.38.2, 4.38.0 and 4.37.2 have none). decoder.go.

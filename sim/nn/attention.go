@@ -242,8 +242,12 @@ type Attention struct {
 	// chunked local attention of Chunk tokens (0 = none).
 	RopeComplex bool
 	QKL2Norm    bool
-	TempTuning  bool
-	Chunk       int64
+	// QKL2Split: QKL2Norm's norm is two modules, q_norm and k_norm
+	// (NanoChat's NanoChatRMSNorm, Llama4TextWeightlessRMSNorm's ops),
+	// where Llama 4 calls one qk_norm on both.
+	QKL2Split  bool
+	TempTuning bool
+	Chunk      int64
 	// QPosScale: q times a scale of each position after the rotation
 	// (Ministral 3's llama_4_scaling_beta; attention_qscale.go).
 	QPosScale bool

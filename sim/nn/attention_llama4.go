@@ -61,9 +61,18 @@ func (a *Attention) rotate(b *core.Builder, name string, x core.Value, shape []i
 }
 
 // l2HeadNorm is Llama4TextL2Norm over each head of x ([..., heads*hd]),
-// the attention's one qk_norm module, called on q and on k (name).
-func l2HeadNorm(b *core.Builder, name string, x core.Value) core.Value {
-	defer b.Scope("qk_norm")()
+// the attention's module scope (Llama 4's one qk_norm, called on q and on
+// k, name; NanoChat's q_norm and k_norm).
+func l2HeadNorm(b *core.Builder, scope, name string, x core.Value) core.Value {
+	defer b.Scope(scope)()
+	return weightlessRMS(b, name, x)
+}
+
+// weightlessRMS is Llama4TextWeightlessRMSNorm's ops over the last
+// dimension of x: x.float(), x * rsqrt(x.pow(2).mean(-1) + eps),
+// type_as(x); pow and the product keep the fp32 copy (x itself in an fp32
+// model), rsqrt its output.
+func weightlessRMS(b *core.Builder, name string, x core.Value) core.Value {
 	dt := b.Dtype(x)
 	s := b.Shape(x)
 	x32 := b.Cast(x, units.FP32, "fp32 copy of the L2-normed "+name)
@@ -88,7 +97,11 @@ func (a *Attention) qkL2(b *core.Builder, q, k core.Value, s []int64, h, kv, d i
 	norm := func(name string, x core.Value, heads int64) core.Value {
 		full := b.Shape(x)
 		b.Val(x).Shape = append(append([]int64(nil), s[:len(s)-1]...), heads, d)
-		y := l2HeadNorm(b, name, x)
+		scope := "qk_norm"
+		if a.QKL2Split {
+			scope = name + "_norm"
+		}
+		y := l2HeadNorm(b, scope, name, x)
 		b.Val(x).Shape = full
 		b.Val(y).Shape = core.WithLast(s, heads*d)
 		return y

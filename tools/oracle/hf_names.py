@@ -126,6 +126,7 @@ CASES = [
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
     ("mllama-tiny.json", "", ("MllamaForConditionalGeneration",)),
     ("mpt-tiny.json", "", ("MptForCausalLM",)),
+    ("nanochat-tiny.json", "", ("NanoChatForCausalLM",)),
     ("nemotron-h-moe-tiny.json", "", ("NemotronHForCausalLM",)),
     ("nemotron-tiny.json", "", ("NemotronForCausalLM",)),
     ("olmo-tiny.json", "", ("OlmoForCausalLM",)),
