@@ -191,6 +191,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"apertus1p5, the multimodal model, is refused (its vision and audio tokenizers are not modelled): its text_config as model_type apertus1p5_text reads the text model. " +
 			"nanochat (karpathy's nanochat-d32, transformers 5.0) norms with weightless fp32 RMSNorms (the model's norm before the layers too), q and k after the rope (q_norm, k_norm), runs fc1, relu2 and fc2 " +
 			"and soft-caps the logits at final_logit_softcapping (15 by default). " +
+			"jetmoe (JetMoE-8B) is refused: its mixture of attention heads (q and o projections routed per token) is not modelled. " +
 			"dots1 (dots.llm1, transformers 4.53) is DeepSeek-V3's MoE layout behind Qwen3's attention (per-head q_norm and k_norm, sliding layers by layer_types or max_window_layers). " +
 			"longcat_flash (LongCat-Flash-Chat, -Thinking; transformers 5.25, \"sdpa\" or \"flash\") runs in each of num_layers layers two MLAs (self_attn.0, .1) and two MLPs (mlps.0, .1) " +
 			"and one shortcut MoE (mlp) over the first MLP's input, added at the layer's end: n_routed_experts experts and zero_expert_num identity experts scored by an fp32 softmax router " +

@@ -540,6 +540,14 @@ var refusedTypes = map[string]refusedType{
 	// audio encoder kept in fp32, whose discrete codes it embeds
 	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
 		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
+	// JetMoeForCausalLM (models/jetmoe at 5.25.0): JetMoeAttention's
+	// JetMoeMoA routes each token's q projection and output projection to
+	// num_experts_per_tok of num_local_experts experts (per-expert loops
+	// over JetMoeParallelExperts, index_add back), around one kv_proj whose
+	// k and v are repeated that many times; its MoE MLP runs the same
+	// loops. memsh has no layer for the routed attention.
+	"jetmoe": {"JetMoE's mixture of attention heads (JetMoeMoA: q and o projections routed per token to num_experts_per_tok of num_local_experts experts around a shared kv_proj) is not modelled",
+		"describe it with the building blocks (attention, moe, repeat, model) for an estimate: a dense attention of num_key_value_heads x num_experts_per_tok heads over num_key_value_heads kv heads, kv_channels wide, computes what one token's routed heads do"},
 }
 
 // refusedType is why memsh refuses a model type, and what to do instead.
