@@ -70,7 +70,8 @@ import (
 //     FSDP as axolotlFSDP says (under FSDP Axolotl casts nothing to fp32
 //     for good: loaders/model.py l.427-437, l.454-477, l.1003-1009).
 //
-// The Liger plugin as axolotlLiger reads it; RL, reward models, other
+// rl dpo or ipo as axolotlRL reads it (TRL 1.8's DPOTrainer).
+// The Liger plugin as axolotlLiger reads it; other RL, reward models, other
 // plugins, Unsloth, ReLoRA, LISA and the other
 // options axolotlRefused lists are config errors naming the key.
 var axolotlTrainer = &trainer{
@@ -168,6 +169,9 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	t.notModelledIf("tokens", "the tokens added grow embed_tokens and lm_head by a row each (resize_token_embeddings): memsh keeps the config.json's vocab_size")
 	autocastAdapters, err := t.boolean("peft_autocast_adapter_dtype", true)
 	if err != nil {
+		return nil, err
+	}
+	if run.preference, err = axolotlRL(t, adapter, cce); err != nil {
 		return nil, err
 	}
 	run.adaptersInBaseDtype, run.packedRow, run.cce = !autocastAdapters, packedRow, cce

@@ -7,7 +7,6 @@ import "fmt"
 // (schemas/config.py, schemas/peft.py, schemas/training.py at axolotl
 // 067b021c8).
 var axolotlRefused = []struct{ key, what string }{
-	{"rl", "RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations"},
 	{"reward_model", "a reward model trains a classification head on pairs"},
 	{"process_reward_model", "a process reward model trains a token-classification head"},
 	{"unsloth_cross_entropy_loss", "Unsloth's kernels"}, {"unsloth_lora_mlp", "Unsloth's kernels"}, {"unsloth_lora_qkv", "Unsloth's kernels"},
@@ -123,4 +122,5 @@ var axolotlNoEffect = []string{
 	"gradient_checkpointing_kwargs.preserve_rng_state", "gradient_checkpointing_kwargs.determinism_check",
 	"bnb_config_kwargs.llm_int8_has_fp16_weight", "bnb_config_kwargs.bnb_4bit_quant_storage",
 	"torch_compile_backend", "torch_compile_mode", "merge_lora", "merge_method", "low_cpu_mem_usage",
+	"rl_beta", "dpo_loss_type", "dpo_loss_weights", "dpo_label_smoothing", // DPO's loss arithmetic on [batch] tensors
 }

@@ -174,8 +174,6 @@ func TestAxolotlErrors(t *testing.T) {
 	const lora = base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nattn_implementation: flash_attention_2\n"
 	o := Options{Model: "config.json"}
 	runErrorCases(t, []errorCase{
-		{name: "DPO", file: "r.yml", config: lora + "rl: dpo\n", opts: o,
-			want: "r.yml:9: key rl: not modelled: RL training (dpo, ipo, kto, orpo, simpo, grpo, gdpo) keeps a reference model, a reward or generations, here dpo", wantHint: "Starlark"},
 		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.kernels.KernelsPlugin\n", opts: o,
 			want: "r.yml:10: key plugins: not modelled: plugins (kernels, ...) patch the model and its loss, here axolotl.integrations.kernels.KernelsPlugin (memsh reads Liger's and Cut Cross-Entropy's)", wantHint: "leave it out"},
 		{name: "Cut Cross-Entropy without its plugin", file: "r.yml", config: lora + "cut_cross_entropy: true\n", opts: o,

@@ -182,6 +182,9 @@ type hfRun struct {
 	// (bitsandbytes' bnb_4bit_quant_storage, train(quant_storage=)); ""
 	// leaves bitsandbytes' uint8.
 	quantStorage string
+	// preference is train(preference=)'s expression (Axolotl's rl:
+	// axolotlRL), "" for a language model's loss.
+	preference string
 }
 
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
@@ -249,6 +252,9 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	liger, err := t.boolean("use_liger_kernel", false)
 	if err != nil {
 		return nil, err
+	}
+	if run.preference != "" {
+		p.set("preference", run.preference)
 	}
 	switch {
 	case run.cce:
