@@ -104,7 +104,8 @@ var TrainKeywords = []keyword{
 		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
 		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md); ` +
 		`or ("torchtitan", n): torchtitan's ChunkedLossWrapper with num_chunks n (batch x seq must divide by n), which runs each chunk's head, cross-entropy and backward inside the forward: one chunk's logits and fp32 loss tensors at a time, an fp32 [tokens, hidden] gradient buffer through the loop, its bf16 copy held to the decoder's backward, lm_head's gradient made in the forward; under tp (with parallel(loss_parallel="torch"), as torchtitan runs it) on the gathered tokens and this rank's vocabulary shard; under pp on the last stage (docs/liger.md); ` +
-		`or "cce": Apple's Cut Cross-Entropy as Axolotl's CutCrossEntropyPlugin runs it (the kernels of its ml-cross-entropy fork at 5f0c7a7), which makes no logits at all: the forward saves each target's log-sum-exp (fp32) and the vocabulary's mean logits, the backward recomputes the logits block by block and makes the head input's and weight's gradients; 16-bit weights only (docs/liger.md)`,
+		`or "cce": Apple's Cut Cross-Entropy as Axolotl's CutCrossEntropyPlugin runs it (the kernels of its ml-cross-entropy fork at 5f0c7a7), which makes no logits at all: the forward saves each target's log-sum-exp (fp32) and the vocabulary's mean logits, the backward recomputes the logits block by block and makes the head input's and weight's gradients; 16-bit weights only (docs/liger.md); ` +
+		`or "trl": TRL's fused LM head as its SFTTrainer runs it (TRL 1.15 and later): no logits; the scored positions' hidden states copied, their log-probabilities, entropy and argmax hits from tiles of 4,096 tokens by 32,768 vocabulary entries with fp32 statistics per token, fp32 gradient buffers in the backward (docs/liger.md, docs/dpo.md)`,
 		set: setLossChunks},
 	{Name: "liger_kernels", Def: starlark.False,
 		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
@@ -421,8 +422,8 @@ func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) e
 		return setTitanLoss(name, t, p)
 	}
 	if s, ok := (*v).(starlark.String); ok {
-		if _, ok := core.LookupLiger(string(s)); !ok && string(s) != core.CCELoss {
-			return fmt.Errorf("%s: unknown %q (a number of chunks, %q for Cut Cross-Entropy, or Liger's fused linear cross-entropy: %s)", name, string(s), core.CCELoss, core.LigerNames())
+		if _, ok := core.LookupLiger(string(s)); !ok && string(s) != core.CCELoss && string(s) != core.TRLHead {
+			return fmt.Errorf("%s: unknown %q (a number of chunks, %q for Cut Cross-Entropy, %q for TRL's fused LM head, or Liger's fused linear cross-entropy: %s)", name, string(s), core.CCELoss, core.TRLHead, core.LigerNames())
 		}
 		p.FusedLoss, p.LossChunks = string(s), 1
 		return nil

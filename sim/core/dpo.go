@@ -49,7 +49,7 @@ func (b *Builder) preferenceLogProbs(m *Model, x Value) (Value, []Value) {
 	if b.pref.TRL == TRLLogits {
 		return b.trlRowLogProbs(x), []Value{x} // outputs.logits
 	}
-	lp, mask := b.trlFusedLogProbs(m, x)
+	lp, mask, _ := b.trlFusedLogProbs(m, x, trlOutputs{})
 	i := b.AddOp("sum", "logps", []Value{lp})
 	s := b.Shape(lp)
 	return b.Out(i, "logps", []int64{s[0]}, units.FP32, "each row's summed log-probability (per_token_logps.sum(dim=1))"), []Value{lp, mask}

@@ -31,6 +31,7 @@ type Finetune struct {
 	peftExperts  peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
 	peftMamba    bool            // PEFT refuses adapters on out_proj and conv1d (Model.PEFTMamba)
 	cce          bool            // the head and loss as Cut Cross-Entropy (cce.go)
+	trl          bool            // the head and loss as TRL's fused LM head (trl_sft.go)
 	Unfreeze     int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
@@ -59,6 +60,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		ft.liger = &lv
 	}
 	ft.cce = p.FusedLoss == CCELoss
+	ft.trl = p.FusedLoss == TRLHead
 	if p.FusedLoss == TitanLoss {
 		ft.titan, ft.lossChunks = max(p.LossChunks, 1), 1
 	}

@@ -107,9 +107,12 @@ func (p *Plan) validateLiger() error {
 	if p.FusedLoss == CCELoss {
 		return p.validateCCE()
 	}
+	if p.FusedLoss == TRLHead {
+		return p.validateTRLHead()
+	}
 	if _, ok := LookupLiger(p.FusedLoss); !ok {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown loss_chunks %q", p.FusedLoss),
-			Hint: "loss_chunks is a number of chunks (torchtune), (\"torchtitan\", n) (ChunkedLossWrapper), \"cce\" (Cut Cross-Entropy) or Liger-Kernel's fused linear cross-entropy: " + LigerNames()}
+			Hint: "loss_chunks is a number of chunks (torchtune), (\"torchtitan\", n) (ChunkedLossWrapper), \"cce\" (Cut Cross-Entropy), \"trl\" (TRL's fused LM head) or Liger-Kernel's fused linear cross-entropy: " + LigerNames()}
 	}
 	m := p.Model
 	switch {

@@ -310,6 +310,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if b.Ft.cceHead(m) { // loss_chunks="cce", returns the loss
 			return b.cceModelLoss(m, x)
 		}
+		if b.Ft.trlHead(m) { // loss_chunks="trl", returns the loss
+			return b.trlModelLoss(m, x)
+		}
 		nParams := len(b.P.Params)
 		b.tiedHead = b.embedWeight(m)
 		x = b.headLinear(m, x) // vocab-parallel with TP
@@ -379,7 +382,7 @@ func (b *Builder) input(name string, shape []int64, dt units.DType) Value {
 // logits themselves are not kept); backward holds the saved log-probs, the
 // dense nll gradient and the logits gradient at once.
 func (b *Builder) loss(m *Model, x Value) Value {
-	if b.Ft.chunkHead(m) || b.Ft.ligerHead(m) || b.Ft.titanHead(m) || b.Ft.cceHead(m) { // x is the loss already
+	if b.Ft.chunkHead(m) || b.Ft.ligerHead(m) || b.Ft.titanHead(m) || b.Ft.cceHead(m) || b.Ft.trlHead(m) { // x is the loss already
 		return x
 	}
 	defer b.Scope("loss")()

@@ -59,10 +59,16 @@ const (
 	trlVocabChunk = 32768
 )
 
+// trlOutputs are the per-token fields a trainer asks the fused head for
+// beyond the log-probabilities (add_fused_lm_head(outputs=...)):
+// SFTTrainer's entropy and is_top1 (its metrics), DPOTrainer's none.
+type trlOutputs struct{ entropy, top1 bool }
+
 // trlFusedLogProbs lowers TRL's fused LM head on x, the backbone's last
 // hidden states [rows, seq, H], and returns the per-token
-// log-probabilities [rows, seq-1] (fp32) and the label mask it made.
-func (b *Builder) trlFusedLogProbs(m *Model, x Value) (Value, Value) {
+// log-probabilities [rows, seq-1] (fp32), the label mask it made and the
+// other outputs asked for, scattered as the log-probabilities are.
+func (b *Builder) trlFusedLogProbs(m *Model, x Value, want trlOutputs) (Value, Value, []Value) {
 	s := b.Shape(x)
 	rows, seq, h := Rows(s)/s[len(s)-2], s[len(s)-2], s[len(s)-1]
 	n := rows * (seq - 1)
@@ -107,6 +113,15 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value) (Value, Value) {
 	ic := b.AddOp(TRLLogProbOp, "chunked_logprob", []Value{hs, targets}, params...)
 	logZ := noGrad(b.Out(ic, "log_z", []int64{n}, units.FP32, "each token's log-sum-exp over the vocabulary (saved)"))
 	lp := b.Out(ic, "log_probs", []int64{n}, units.FP32, "the valid positions' log-probabilities (target_logit - log_z)")
+	ent, top1 := NoValue, NoValue
+	if want.entropy {
+		// differentiable, but read for metrics only: no gradient reaches it
+		// (the Function's backward gets None for it)
+		ent = noGrad(b.Out(ic, "entropy", []int64{n}, units.FP32, "each token's entropy over the vocabulary (log_z - x_sum_exp / sum_exp), saved"))
+	}
+	if want.top1 {
+		top1 = noGrad(b.Out(ic, "is_top1", []int64{n}, units.BOOL, "whether the target is the argmax (SFTTrainer's token accuracy)"))
+	}
 	tile := compute.Bytes(min(n, trlTokenChunk) * min(vocab, trlVocabChunk))
 	casts := func() []int64 {
 		var c []int64
@@ -121,6 +136,12 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value) (Value, Value) {
 	work := &WorkTensors{}
 	for range 8 { // seven running statistics, then log(sum_exp)
 		work.F = append(work.F, units.FP32.Bytes(n))
+	}
+	if want.entropy {
+		work.F = append(work.F, units.FP32.Bytes(n)) // x_sum_exp / sum_exp
+	}
+	if want.top1 {
+		work.F = append(work.F, units.BOOL.Bytes(n), units.BOOL.Bytes(n)) // the two comparisons before their &
 	}
 	work.F = append(append(work.F, tile), casts()...)
 	needs := !b.Eval && (b.Grad(hs) || b.Trainable(w))
@@ -142,11 +163,25 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value) (Value, Value) {
 		op.WorkB += t
 	}
 	op.Flops = 2 * float64(n) * float64(h) * float64(vocab)
-	b.Save(ic, hs, targets, logZ)
-
-	is := b.AddOp("masked_scatter", "log_probs", []Value{lp, mask})
-	b.Op(is).WorkF = units.FP32.Bytes(rows * (seq - 1)) // x.new_zeros(mask.shape)
-	out := b.Out(is, "log_probs", []int64{rows, seq - 1}, units.FP32, "per-token log-probabilities, zero where the label is ignored (new_zeros(mask.shape).masked_scatter(mask, x))")
-	b.Save(is, mask)
-	return out, mask
+	if ent != NoValue {
+		b.Save(ic, hs, targets, logZ, ent) // the entropy in log_z's second slot
+	} else {
+		b.Save(ic, hs, targets, logZ)
+	}
+	scatter := func(v Value, name, why string) Value {
+		is := b.AddOp("masked_scatter", name, []Value{v, mask})
+		b.Op(is).WorkF = b.Dtype(v).Bytes(rows * (seq - 1)) // x.new_zeros(mask.shape)
+		out := b.Out(is, name, []int64{rows, seq - 1}, b.Dtype(v), why+", zero where the label is ignored (new_zeros(mask.shape).masked_scatter(mask, x))")
+		b.Save(is, mask)
+		return out
+	}
+	out := scatter(lp, "log_probs", "per-token log-probabilities")
+	var more []Value
+	if ent != NoValue {
+		more = append(more, scatter(ent, "entropy_scattered", "per-token entropy"))
+	}
+	if top1 != NoValue {
+		more = append(more, scatter(top1, "is_top1_scattered", "per-token argmax hits"))
+	}
+	return out, mask, more
 }
