@@ -174,8 +174,14 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if run.preference, err = axolotlRL(t, adapter, cce); err != nil {
 		return nil, err
 	}
+	var unfrozenGrads bool
+	if run.trainable, unfrozenGrads, err = axolotlUnfrozen(t, o, adapter); err != nil {
+		return nil, err
+	}
 	run.adaptersInBaseDtype, run.packedRow, run.cce = !autocastAdapters, packedRow, cce
-	run.inputGrads = adapter != "" // load_adapter: model.enable_input_require_grads() (loaders/adapter.py l.427-428)
+	// load_adapter: model.enable_input_require_grads() (loaders/adapter.py
+	// l.427-428); train.py after unfrozen_parameters naming the embeddings
+	run.inputGrads = adapter != "" || unfrozenGrads
 	if cce && run.offloadActivations {
 		t.notModelled = append(t.notModelled, "activation_offloading: Cut Cross-Entropy reads lm_head's weight without running lm_head, so the hook that keeps "+
 			"the output head's tensors on the GPU never fires and the loss's saved tensors (the head input, lse, ...) go to the host too: memsh keeps them on the GPU")

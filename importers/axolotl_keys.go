@@ -13,7 +13,6 @@ var axolotlRefused = []struct{ key, what string }{
 	{"unsloth_lora_o", "Unsloth's kernels"}, {"unsloth_rms_norm", "Unsloth's kernels"}, {"unsloth_rope", "Unsloth's kernels"},
 	{"relora", "ReLoRA's restarts"},
 	{"lisa_n_layers", "LISA trains a few layers at a time"},
-	{"unfrozen_parameters", "training only the parameters these patterns name"},
 	{"peft_layers_to_transform", "LoRA on some layers only"},
 	{"layer_offloading", "the layers' weights offloaded to the CPU"},
 	{"selective_checkpointing", "selective activation checkpointing (ops saved inside a checkpointed layer)"},

@@ -185,6 +185,9 @@ type hfRun struct {
 	// preference is train(preference=)'s expression (Axolotl's rl:
 	// axolotlRL), "" for a language model's loss.
 	preference string
+	// trainable is train(trainable=)'s list (Axolotl's
+	// unfrozen_parameters: axolotlUnfrozen), "" when every parameter trains.
+	trainable string
 }
 
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
@@ -255,6 +258,9 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	}
 	if run.preference != "" {
 		p.set("preference", run.preference)
+	}
+	if run.trainable != "" {
+		p.set("trainable", run.trainable)
 	}
 	switch {
 	case run.cce:
@@ -512,8 +518,12 @@ func hfCheckpoint(t *tree, p *plan, ds *tree, run hfRun) error {
 	if err != nil {
 		return err
 	}
+	// enable_input_require_grads: PEFT's under checkpointing (TRL, the
+	// Trainer), Axolotl's for every adapter and for unfrozen_parameters
+	// naming the embeddings (hfRun.inputGrads)
+	inputGrads := peft || run.inputGrads
 	if !on {
-		if peft && run.inputGrads {
+		if run.inputGrads {
 			p.set("checkpoint", call("checkpoint", str("none"), kw("input_requires_grad", "True")))
 		}
 		return nil
@@ -545,7 +555,7 @@ func hfCheckpoint(t *tree, p *plan, ds *tree, run hfRun) error {
 		}
 		reentrant = reentrant || stage == 3
 	}
-	if !reentrant && !peft && every == 1 {
+	if !reentrant && !inputGrads && every == 1 {
 		p.set("checkpoint", str("full"))
 		return nil
 	}
@@ -556,7 +566,7 @@ func hfCheckpoint(t *tree, p *plan, ds *tree, run hfRun) error {
 	if reentrant {
 		args = append(args, kw("reentrant", "True"))
 	}
-	if peft {
+	if inputGrads {
 		args = append(args, kw("input_requires_grad", "True"))
 	}
 	p.set("checkpoint", call("checkpoint", args...))

@@ -100,6 +100,8 @@ var TrainKeywords = []keyword{
 		set: setOffload},
 	{Name: "cluster", Def: starlark.None, Doc: "cluster(...): the nodes and links the layout runs on", set: setCluster},
 	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
+	{Name: "trainable", Def: starlark.None, Doc: `the only parameters that train: regular expressions (RE2) matched against each parameter's full name from its start, as Python's re.match does (Axolotl's unfrozen_parameters): trainable=["model.language_model", "lm_head"] freezes a vision tower; every other parameter is frozen (no gradient, no optimizer state, and a linear with a frozen weight keeps no input). Not with lora=; patterns that leave nothing to train are an error`,
+		set: setTrainable},
 	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token); " +
 		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
 		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md); ` +

@@ -320,6 +320,18 @@ func setFreeze(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	return nil
 }
 
+func setTrainable(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		return nil
+	}
+	names, err := stringList(*v, "trainable")
+	if err != nil {
+		return err
+	}
+	p.Trainable = names
+	return nil
+}
+
 func setQuantFrom(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	if *v == starlark.None {
 		return nil

@@ -195,7 +195,7 @@ func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies, positionIDs boo
 // copyable says whether block c, just lowered, may be copied.
 func (b *Builder) copyable(c *blockCopy) bool {
 	f, l := c.first, c.last
-	if b.everyBlock || b.Lora != nil || (b.Ft != nil && (len(b.Ft.freeze) > 0 || b.Ft.quant != "")) ||
+	if b.everyBlock || b.Lora != nil || (b.Ft != nil && (len(b.Ft.freeze) > 0 || len(b.Ft.trainable) > 0 || b.Ft.quant != "")) ||
 		b.block != c.index+1 || l.held != f.held || l.tables != f.tables || l.heads != f.heads ||
 		l.outputs != f.outputs || l.unfreeze != f.unfreeze || l.shares != f.shares ||
 		l.input != f.input || l.labels != f.labels || l.loss != f.loss ||

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/memsh/memsh/sim/units"
@@ -12,27 +13,30 @@ import (
 // the chunked loss (chunked_loss.go) and sequence packing (packing.go).
 // Offload and paging act on the replay instead (offload.go, replay/paging.go).
 type Finetune struct {
-	quant        string      // nf4 | nf4-dq | int8, "" when none
-	quantHead    bool        // lm_head quantized too
-	quantFrom    units.DType // dtype the weights were quantized from (what dequantize returns)
-	freeze       []string
-	lossChunks   int64
-	liger        *LigerCE // Liger's fused linear cross-entropy (liger.go)
-	titan        int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
-	ligerLayers  bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
-	packed       bool
-	docTokens    int64           // Plan.DocTokens
-	docs         []int64         // Plan.Docs
-	keepLogits   bool            // the loop holds the logits through the backward (Plan.KeepLogits)
-	useCache     bool            // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
-	noAttnMask   bool            // the batch carries no attention_mask (Plan.NoAttentionMask)
-	megatronMask bool            // Megatron's dataloader's attention mask (Plan.DataloaderMask, megatron_batch.go)
-	adapterDT    units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
-	peftExperts  peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
-	peftMamba    bool            // PEFT refuses adapters on out_proj and conv1d (Model.PEFTMamba)
-	cce          bool            // the head and loss as Cut Cross-Entropy (cce.go)
-	trl          bool            // the head and loss as TRL's fused LM head (trl_sft.go)
-	Unfreeze     int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
+	quant     string      // nf4 | nf4-dq | int8, "" when none
+	quantHead bool        // lm_head quantized too
+	quantFrom units.DType // dtype the weights were quantized from (what dequantize returns)
+	freeze    []string
+	trainable []*regexp.Regexp // Plan.Trainable compiled (trainable.go); nil: every parameter may train
+	// trainablePatterns are Plan.Trainable as written, for errors.
+	trainablePatterns []string
+	lossChunks        int64
+	liger             *LigerCE // Liger's fused linear cross-entropy (liger.go)
+	titan             int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
+	ligerLayers       bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
+	packed            bool
+	docTokens         int64           // Plan.DocTokens
+	docs              []int64         // Plan.Docs
+	keepLogits        bool            // the loop holds the logits through the backward (Plan.KeepLogits)
+	useCache          bool            // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
+	noAttnMask        bool            // the batch carries no attention_mask (Plan.NoAttentionMask)
+	megatronMask      bool            // Megatron's dataloader's attention mask (Plan.DataloaderMask, megatron_batch.go)
+	adapterDT         units.DType     // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
+	peftExperts       peftExpertNames // PEFT's MoE target conversion for the model (Model.PEFTExperts; lora_experts.go)
+	peftMamba         bool            // PEFT refuses adapters on out_proj and conv1d (Model.PEFTMamba)
+	cce               bool            // the head and loss as Cut Cross-Entropy (cce.go)
+	trl               bool            // the head and loss as TRL's fused LM head (trl_sft.go)
+	Unfreeze          int             // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
 // finetuneInto writes into ft what the lowering needs from the plan.
@@ -66,6 +70,10 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 	}
 	if ft.quantFrom == units.InvalidDType {
 		ft.quantFrom = p.Precision.Compute
+	}
+	if len(p.Trainable) > 0 {
+		ft.trainable, _ = compileTrainable(p.Trainable) // Validate compiled them
+		ft.trainablePatterns = p.Trainable
 	}
 }
 
@@ -116,6 +124,9 @@ func (p *Plan) validateFinetune() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks is either a number of chunks or %q, not both", p.FusedLoss)}
 	}
 	if err := p.validateLiger(); err != nil {
+		return err
+	}
+	if err := p.validateTrainable(); err != nil {
 		return err
 	}
 	if err := p.validateKbit(); err != nil {

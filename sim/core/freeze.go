@@ -28,7 +28,7 @@ func (ft *Finetune) paramTrainable(name string, role Role, trainable, eval bool)
 	if ft.Unfreeze > 0 {
 		return true
 	}
-	return trainable && !ft.frozen(name, role)
+	return trainable && !ft.frozen(name, role) && ft.unfrozen(name)
 }
 
 // frozen reports whether the parameter named name with this role is frozen.

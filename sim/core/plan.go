@@ -66,6 +66,7 @@ type Plan struct {
 	QuantFrom      units.DType // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
 	QuantStorage   units.DType // bnb_4bit_quant_storage: the dtype holding the 4-bit codes; InvalidDType = uint8 (quant_shard.go)
 	Freeze         []string    // frozen modules by path prefix, role or "all"
+	Trainable      []string    // the only parameters that train, by regular expressions over their names (trainable.go); nil: all
 	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks
 	FusedLoss      string      // Liger's fused linear cross-entropy, a LigerVersions name (liger.go); "" = none
 	LigerKernels   bool        // Liger's RMSNorm and SwiGLU kernels in place of the eager layers (liger_layers.go)
@@ -403,6 +404,9 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	p.configureLowering(b)                  // tensor, context and expert parallelism
 	p.configureFinetune(b)                  // quant, freeze, chunked loss, packing
 	if err := p.lowerModel(b); err != nil { // the whole model, or one stage
+		return nil, err
+	}
+	if err := b.checkTrainable(); err != nil { // trainable= left something to train
 		return nil, err
 	}
 	b.partitionGraphs()                        // compiled graphs: saved sets, fused values
