@@ -387,6 +387,12 @@ func fastPathSupported(p *core.Plan) error {
 		return refuse("images or videos")
 	case len(p.Parallel.FSDPUnits) > 0:
 		return refuse("fsdp_units")
+	case p.Preference != nil:
+		// DPO's reference forward and two rows a pair: no block profile
+		// sums them, and its layouts are data parallelism alone.
+		return refuse("preference (dpo)")
+	case len(p.Trainable) > 0:
+		return refuse("trainable patterns") // the profiles' blocks train alike; patterns single layers out
 	}
 	if err := checkBase(p); err != nil {
 		return err
