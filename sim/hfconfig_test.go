@@ -304,6 +304,13 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"no model_type", `{"hidden_size": 4096}`, "sdpa", "", `config.json has no "model_type"`},
 		{"model_type not a string", `{"model_type": 7}`, "sdpa", "", `"model_type" must be a string (got 7)`},
 		{"unsupported", `{"model_type": "t5"}`, "sdpa", "", `unsupported model_type "t5" (supported: ` + strings.Join(hf.ModelTypes(), ", ") + ")"},
+		// Qwen4-Exp (transformers 5.25.0) refused with its reason: a config
+		// without indexer_n_heads fails in Qwen4ExpTextQSAIndexer (TypeError
+		// on None // None, Qwen4ExpForCausalLM on the meta device), so
+		// every indexed_attention layer runs the per-query indexer.
+		{"qwen4_exp refused", `{"model_type": "qwen4_exp", "architectures": ["Qwen4ExpForConditionalGeneration"]}`, "sdpa", "",
+			`model_type "qwen4_exp" is not supported yet: Qwen4-Exp's hyper-connection streams (hc_count, Qwen4ExpTextGatedResidual), its QSA indexer`},
+		{"qwen4_exp_text refused", `{"model_type": "qwen4_exp_text"}`, "sdpa", "", `model_type "qwen4_exp_text" is not supported yet: Qwen4-Exp's`},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},
 		{"missing size", edit(`"hidden_size": 4096,`, ""), "sdpa", "", `config.json has no "hidden_size" (model_type "llama" needs it, a positive integer)`},

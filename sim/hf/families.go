@@ -548,10 +548,34 @@ var refusedTypes = map[string]refusedType{
 	// loops. memsh has no layer for the routed attention.
 	"jetmoe": {"JetMoE's mixture of attention heads (JetMoeMoA: q and o projections routed per token to num_experts_per_tok of num_local_experts experts around a shared kv_proj) is not modelled",
 		"describe it with the building blocks (attention, moe, repeat, model) for an estimate: a dense attention of num_key_value_heads x num_experts_per_tok heads over num_key_value_heads kv heads, kv_channels wide, computes what one token's routed heads do"},
+	"qwen4_exp":      {qwen4ExpRefusal, buildingBlocksHint},
+	"qwen4_exp_text": {qwen4ExpRefusal, buildingBlocksHint},
 }
 
 // refusedType is why memsh refuses a model type, and what to do instead.
 type refusedType struct{ why, hint string }
+
+// buildingBlocksHint is the hint of a refused type with no reading of
+// its own to point to.
+const buildingBlocksHint = `describe the model with the building blocks (attention, mlp, moe, repeat, model)`
+
+// qwen4ExpRefusal is why Qwen4-Exp (Qwen4ExpForCausalLM and
+// Qwen4ExpForConditionalGeneration, models/qwen4_exp/modular_qwen4_exp.py
+// at transformers 5.25.0) is not read. It builds on Qwen3.5-MoE's Gated
+// DeltaNet and gated attention (which memsh reads) three mechanisms memsh
+// does not model: the residual is hc_count streams, each mixer and MoE
+// reading a low-rank gated mix of them (Qwen4ExpTextGatedResidual: a
+// grouped RMSNorm, input_mix_weight_down/up, block_inject_weight; the
+// model's hyper_connection_mixer in place of the final norm); every
+// indexed_attention layer selects its keys with a QSA indexer
+// (Qwen4ExpTextQSAIndexer, built whatever the config says: without
+// indexer_n_heads the class raises) that loops over each query of each
+// sample in Python under autograd, pooling and scoring compressed key
+// blocks, and hands attention a boolean mask of its own; and the
+// ple_layer_ids layers add hashed n-gram Per-Layer Embeddings
+// (Qwen4ExpTextPLELayer: (ngram_size - 1) x heads_per_ngram tables of
+// about ngram_vocab_size_base rows each, a dilated depthwise conv1d).
+const qwen4ExpRefusal = "Qwen4-Exp's hyper-connection streams (hc_count, Qwen4ExpTextGatedResidual), its QSA indexer, which loops over every query in Python under autograd (indexer_n_heads), and its hashed n-gram Per-Layer Embeddings (ple_layer_ids) are not modelled"
 
 // encoderHeads are BERT's and RoBERTa's model classes, the masked LM first.
 var encoderHeads = []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}
