@@ -310,6 +310,10 @@ func TestFromHFConfigErrors(t *testing.T) {
 		// every indexed_attention layer runs the per-query indexer.
 		{"qwen4_exp refused", `{"model_type": "qwen4_exp", "architectures": ["Qwen4ExpForConditionalGeneration"]}`, "sdpa", "",
 			`model_type "qwen4_exp" is not supported yet: Qwen4-Exp's hyper-connection streams (hc_count, Qwen4ExpTextGatedResidual), its QSA indexer`},
+		// HY-V4 (transformers 5.25.0): eager-only latent attention and
+		// DeepSeek-V4-style hyper-connections without Sinkhorn.
+		{"hy_v4 refused", `{"model_type": "hy_v4", "architectures": ["HYV4ForCausalLM"]}`, "eager", "",
+			`model_type "hy_v4" is not supported yet: HY-V4's latent attention with DSA's indexer, an output gate and sinks runs eager only`},
 		{"qwen4_exp_text refused", `{"model_type": "qwen4_exp_text"}`, "sdpa", "", `model_type "qwen4_exp_text" is not supported yet: Qwen4-Exp's`},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},

@@ -343,6 +343,17 @@ var hfFamilies = []hfFamily{
 	// release: nn.MoE.SentinelsEP) and the router's auxiliary loss
 	// (output_router_logits, off by default; diff read).
 	{modelType: "mellum", prefix: "Mellum", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 10}, experts: &hfExperts{router: "gate"}},
+	// mimo_v2_flash: Xiaomi's MiMo-V2-Flash (mimo_v2_flash.go); the
+	// 5.13.0 wheel is the first with models/mimo_v2_flash (absent from
+	// 5.12.1; unzip -l). 5.13.0's modeling_mimo_v2_flash.py differs from
+	// 5.25.0's in the rotary forward's form, the cache's name and, before
+	// 5.24, the router weight's default dtype and fp32 keep
+	// (keepRouterSince; diff read). No SDPA path
+	// (MiMoV2FlashPreTrainedModel._supports_sdpa False) and no
+	// flash-attention 2 one (_compatible_flash_implementations names
+	// flash_attention_4 alone): attn="sdpa" runs eager, "flash" is refused.
+	{modelType: "mimo_v2_flash", prefix: "MiMoV2Flash", base: "model", heads: decoderHeads, build: buildMiMoV2Flash, noSDPA: true, noFlash: true, since: [2]int{5, 13},
+		experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// minicpm3: OpenBMB's MiniCPM3-4B, Llama's layers around DeepSeek-V2's
 	// latent attention with MiniCPM's three scalings (minicpm3.go). The
 	// 5.13.0 wheel is the first with models/minicpm3 (absent from 5.12.1;
@@ -540,6 +551,7 @@ var refusedTypes = map[string]refusedType{
 	// audio encoder kept in fp32, whose discrete codes it embeds
 	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
 		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
+	"hy_v4": {hyV4Refusal, buildingBlocksHint},
 	// JetMoeForCausalLM (models/jetmoe at 5.25.0): JetMoeAttention's
 	// JetMoeMoA routes each token's q projection and output projection to
 	// num_experts_per_tok of num_local_experts experts (per-expert loops
@@ -558,6 +570,19 @@ type refusedType struct{ why, hint string }
 // buildingBlocksHint is the hint of a refused type with no reading of
 // its own to point to.
 const buildingBlocksHint = `describe the model with the building blocks (attention, mlp, moe, repeat, model)`
+
+// hyV4Refusal is why Tencent's HY-V4 (HYV4ForCausalLM,
+// models/hy_v4/modular_hy_v4.py at transformers 5.25.0) is not read: its
+// attention is GLM-5's latent attention with DSA's indexer (shared by
+// layers, indexer_types), a sigmoid gate_proj and a learned sink a head,
+// and HYV4PreTrainedModel runs it eager only (_supports_sdpa and
+// _supports_flash_attn False: "combination of sinks and DSA"), while
+// memsh lowers latent attention under SDPA and flash alone (nn.MLA); its
+// residual is hc_mult streams mixed by DeepSeek-V4's hyper-connections
+// without the Sinkhorn combination (HYV4HyperConnection: pre and post
+// only, post scaled by hc_magnitude), which nn.HyperConnection does not
+// model, and its lm_head runs in fp32.
+const hyV4Refusal = "HY-V4's latent attention with DSA's indexer, an output gate and sinks runs eager only in transformers (HYV4PreTrainedModel has no SDPA or flash path), which memsh does not lower for latent attention, and its hyper-connections (hc_mult streams, DeepSeek-V4's without the Sinkhorn combination, hc_magnitude) are not modelled"
 
 // qwen4ExpRefusal is why Qwen4-Exp (Qwen4ExpForCausalLM and
 // Qwen4ExpForConditionalGeneration, models/qwen4_exp/modular_qwen4_exp.py

@@ -186,7 +186,17 @@ func (c *hfConfig) lagunaHeads(layers, heads int64) []int64 {
 // rope_parameters does not name is refused, as LagunaRotaryEmbedding
 // fails on it.
 func (c *hfConfig) lagunaRope(hd int64, sliding []bool) map[bool]int64 {
-	out := map[bool]int64{false: ropeWidth(hd, 0.5), true: hd}
+	return c.typeRope(hd, sliding, map[bool]float64{false: 0.5, true: 1}, 1, "LagunaRotaryEmbedding")
+}
+
+// typeRope is the width of each layer type's rotary tables (sliding or
+// not) where the rotary embedding (cls) makes one pair a layer type from
+// rope_parameters[type]: its partial_rotary_factor (unset when an entry
+// has none) of the head, the class's defaults (def) when rope_parameters
+// is absent. A type the layers use that rope_parameters does not name is
+// refused, as cls fails on it.
+func (c *hfConfig) typeRope(hd int64, sliding []bool, def map[bool]float64, unset float64, cls string) map[bool]int64 {
+	out := map[bool]int64{false: ropeWidth(hd, def[false]), true: ropeWidth(hd, def[true])}
 	raw, set := c.raw["rope_parameters"]
 	if !set || raw == nil {
 		return out
@@ -206,10 +216,10 @@ func (c *hfConfig) lagunaRope(hd int64, sliding []bool) map[bool]int64 {
 		}
 		p, ok := rp[name].(map[string]any)
 		if !ok {
-			c.fail("rope_parameters", "has no %q entry: LagunaRotaryEmbedding reads rope_parameters[layer_type] for each layer type", name)
+			c.fail("rope_parameters", "has no %q entry: %s reads rope_parameters[layer_type] for each layer type", name, cls)
 			return out
 		}
-		f := 1.0
+		f := unset
 		if v, set := p["partial_rotary_factor"]; set && v != nil {
 			n, ok := v.(json.Number)
 			x, err := n.Float64()

@@ -301,6 +301,15 @@ type Attention struct {
 	QKVShards int64
 	RopeToV   bool
 
+	// VHeadDim, VScale and MaxShift are MiMo-V2-Flash's
+	// (attention_value_head.go): v heads VHeadDim wide where q's and k's
+	// are HeadDim (0 = HeadDim), v multiplied by a constant out of place
+	// before the kernel, and eager scores minus their row max before the
+	// softmax in the layers without sinks too.
+	VHeadDim int64
+	VScale   bool
+	MaxShift bool
+
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower
 	// (PixtralVision's block mask): what an SDPA kernel given a mask
@@ -330,10 +339,10 @@ func (a *Attention) Label() string          { return a.Name }
 func (a *Attention) DefaultName() string    { return "attn" }
 func (a *Attention) Children() []core.Layer { return nil }
 func (a *Attention) Params() int64 {
-	d, h, kv := a.Hd(), a.Heads, a.Kv()
-	n := a.InDim()*h*d + 2*a.InDim()*kv*d + h*d*a.Dim + a.AdapterParams()
+	d, h, kv, vd := a.Hd(), a.Heads, a.Kv(), a.Vd()
+	n := a.InDim()*h*d + a.InDim()*kv*(d+vd) + h*vd*a.Dim + a.AdapterParams()
 	if a.QKVBias {
-		n += h*d + 2*kv*d
+		n += h*d + kv*(d+vd)
 	}
 	if a.OutBias {
 		n += a.Dim
@@ -373,6 +382,9 @@ func (a *Attention) Summary() string {
 	}
 	if a.HeadDim > 0 && a.HeadDim*a.Heads != a.Dim {
 		s += fmt.Sprintf(", head_dim %d", a.HeadDim)
+	}
+	if a.VHeadDim > 0 && a.VHeadDim != a.Hd() {
+		s += fmt.Sprintf(", v_head_dim %d", a.VHeadDim)
 	}
 	if a.QKNorm {
 		s += ", qk-norm"
@@ -419,6 +431,9 @@ func (a *Attention) Validate(path string) error {
 			Hint: "set fused_qkv=False, or leave output_gate out"}
 	}
 	if err := a.checkGateProj(path); err != nil {
+		return err
+	}
+	if err := a.checkValueHead(path); err != nil {
 		return err
 	}
 	if a.SinkScale && !a.Sinks {
@@ -480,7 +495,10 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		in := a.InDim()
 		q = b.ColLinear(nameOr(a.QKVNames[0], "q_proj"), core.RoleQ, x, xg, in, a.Heads*d, h*d, a.QKVBias)
 		k = b.ColLinear(nameOr(a.QKVNames[1], "k_proj"), core.RoleK, x, xg, in, a.Kv()*d, kv*d, a.QKVBias)
-		v = b.ColLinear(nameOr(a.QKVNames[2], "v_proj"), core.RoleV, x, xg, in, a.Kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear(nameOr(a.QKVNames[2], "v_proj"), core.RoleV, x, xg, in, a.Kv()*a.Vd(), kv*la.Vd(), a.QKVBias)
+		if a.VScale {
+			v = valueScale(b, v)
+		}
 		if a.AdapterRank > 0 {
 			q, k, v = a.qkvAdapters(b, x, q, k, v)
 		}
@@ -537,7 +555,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if !a.kvNative() && kv != h && (!a.FusedQKV || a.RepeatKV) && !la.sdpaGQA(b) {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
-		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
+		v = expandKV(b, "v", v, core.WithLast(s, h*la.Vd()), kv)
 		kl, vl = headMajor, headMajor
 		if kv == 1 {
 			kl, vl = expandedHeads, expandedHeads
@@ -551,7 +569,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Prec.Autocast { // the kernel (matmul, SDPA) runs in the compute dtype: q and k leave RoPE in fp32
 		q = b.Cast(q, b.Prec.Compute, "autocast copy of q for the attention kernel")
 		k, kl = castHeads(b, "k", k, kl, core.WithLast(s, h*d))
-		v, vl = castHeads(b, "v", v, vl, core.WithLast(s, h*d))
+		v, vl = castHeads(b, "v", v, vl, core.WithLast(s, h*la.Vd()))
 	}
 	att, sa := la, s
 	if b.Par.Ulysses() { // all-to-all to the whole sequence and a cp-th of the heads (ulysses.go)
@@ -585,7 +603,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if out == "" {
 		out = "o_proj"
 	}
-	y := b.RowLinear(out, core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
+	y := b.RowLinear(out, core.RoleO, o, a.Heads*a.Vd(), h*la.Vd(), a.Dim, a.OutBias)
 	if a.ProbsDropoutOnly {
 		return y
 	}

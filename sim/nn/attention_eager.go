@@ -88,7 +88,7 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 			keys = math.Min(2*w+1, seq) // w either side
 		}
 	}
-	return 4 * float64(core.Rows(s)) * keys * float64(a.Heads*a.Hd())
+	return 2 * float64(core.Rows(s)) * keys * float64(a.Heads*(a.Hd()+a.Vd()))
 }
 
 // eager lowers the explicit attention of GPT-2 and Llama's eager path.
@@ -101,13 +101,18 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	batch := bs / seq
 	scoreShape := []int64{batch, h, seq, seq}
 	headShape := core.WithLast(s, h*d)
+	vShape := core.WithLast(s, h*a.Vd()) // v's heads, the context's
 	// fold is what bmm reads for x: x itself when the fold is a view, else
 	// a contiguous copy of every head.
 	fold := func(i int32, x core.Value, l headLayout, name, why string) core.Value {
 		if l.foldIsView(batch, h) {
 			return x
 		}
-		return b.Out(i, name, headShape, b.Dtype(x), why)
+		shape := headShape
+		if name == "v_copy" {
+			shape = vShape
+		}
+		return b.Out(i, name, shape, b.Dtype(x), why)
 	}
 	sdt := dt // the scores' dtype
 	if a.QKFP32 && dt != units.FP32 {
@@ -185,6 +190,9 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	if a.SinkScale {
 		sinkScale = a.sinkScale(b, scaled, scoreShape)
 	}
+	if a.MaxShift && !a.Sinks {
+		scaled = maxShift(b, scaled, scoreShape, "the scores minus their row max")
+	}
 	if a.Sinks && !a.SinkScale {
 		// GptOss eager_attention_forward (models/gpt_oss/modeling_gpt_oss.py:241-249
 		// at 5.25.0): cat([scores, sinks], -1) (cat promotes to the
@@ -198,14 +206,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		c := b.AddOp("cat", "sinks", []core.Value{scaled}, sink)
 		smDT = core.Promote(b.Dtype(scaled), b.Prec.Params)
 		combined := b.Out(c, "combined_logits", probShape, smDT, "scores with the sink column")
-		mx := b.AddOp("max", "row_max", []core.Value{combined})
-		rowMax := b.Out(mx, "row_max", []int64{batch, h, seq, 1}, smDT, "each row's max logit")
-		idx := b.Out(mx, "row_max_indices", []int64{batch, h, seq, 1}, units.INT64, "the row max's indices (max(dim=-1) keeps them for its backward)")
-		b.Save(mx, idx)
-		b.Op(mx).Bytes += float64(b.Val(combined).Bytes)
-		sub := b.AddOp("sub", "combined_logits_shifted", []core.Value{combined, rowMax})
-		scaled = b.Out(sub, "combined_logits_shifted", probShape, smDT, "scores with the sink column, minus the row max")
-		b.Op(sub).Bytes += 2 * float64(b.Val(combined).Bytes)
+		scaled = maxShift(b, combined, probShape, "scores with the sink column, minus the row max")
 	}
 	in := b.SoftmaxInput(scaled, smDT, b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32)
 	sm := b.AddOp("softmax", "softmax", []core.Value{in})
@@ -232,18 +233,18 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	}
 	pv := b.AddOp("matmul", "pv", []core.Value{p, v})
 	vc := fold(pv, v, vl, "v_copy", "contiguous v copy (all heads) saved by bmm")
-	o := b.Out(pv, "context", headShape, dt, "attention context")
+	o := b.Out(pv, "context", vShape, dt, "attention context")
 	if b.Grad(v) {
 		b.Save(pv, p)
 	}
 	if b.Grad(p) {
 		b.Save(pv, vc)
 	}
-	b.Op(pv).Flops = full
+	b.Op(pv).Flops = full * float64(a.Vd()) / float64(d)
 	if sinkScale != core.NoValue {
 		o = applySinkScale(b, o, sinkScale)
 	}
 	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
 	t := b.AddOp("contiguous", "merge_heads", []core.Value{o})
-	return b.Out(t, "merged", headShape, dt, "merged heads (o_proj input)")
+	return b.Out(t, "merged", vShape, dt, "merged heads (o_proj input)")
 }

@@ -99,6 +99,7 @@ CASES = [
     ("kimi-k2.5-tiny.json", "", ("Kimi_K25ForConditionalGeneration",)),
     ("laguna-tiny.json", "", ("LagunaForCausalLM",)),
     ("mellum-tiny.json", "", ("MellumForCausalLM",)),
+    ("mimo_v2_flash-tiny.json", "", ("MiMoV2FlashForCausalLM",)),
     ("lfm2-tiny.json", "", ("Lfm2ForCausalLM",)),
     ("lfm2_moe-tiny.json", "", ("Lfm2MoeForCausalLM",)),
     ("lfm2_vl-nonorm-tiny.json", "", ("Lfm2VlForConditionalGeneration",)),
