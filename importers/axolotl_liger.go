@@ -6,10 +6,14 @@ import (
 )
 
 // axolotlLigerPlugin and axolotlCCEPlugin are the Axolotl plugins memsh
-// reads: Liger's kernels and Cut Cross-Entropy.
+// reads: Liger's kernels and Cut Cross-Entropy. axolotlSwanLabPlugin logs
+// to SwanLab (integrations/swanlab/plugins.py at 067b021c8: run setup,
+// callbacks that log metrics and, under RL, the batch's completions as
+// text): nothing on the GPU.
 const (
-	axolotlLigerPlugin = "axolotl.integrations.liger.LigerPlugin"
-	axolotlCCEPlugin   = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+	axolotlLigerPlugin   = "axolotl.integrations.liger.LigerPlugin"
+	axolotlCCEPlugin     = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+	axolotlSwanLabPlugin = "axolotl.integrations.swanlab.SwanLabPlugin"
 )
 
 // cceModelTypes are the model types the Cut Cross-Entropy patch Axolotl
@@ -53,9 +57,10 @@ func axolotlLiger(t *tree, kind string) (cce bool, err error) {
 			liger = true
 		case axolotlCCEPlugin:
 			ccePlugin = true
+		case axolotlSwanLabPlugin:
 		default:
 			return false, t.errorf("plugins", "leave it out, or write the plan in Starlark (hf_config(\"config.json\"), train(...): docs/check.md)",
-				"not modelled: plugins (kernels, ...) patch the model and its loss, here %s (memsh reads Liger's and Cut Cross-Entropy's)", quoteKey(p))
+				"not modelled: plugins (kernels, ...) patch the model and its loss, here %s (memsh reads Liger's and Cut Cross-Entropy's; SwanLab's logs only)", quoteKey(p))
 		}
 	}
 	if cce, err = t.boolean("cut_cross_entropy", ccePlugin); err != nil {

@@ -175,7 +175,7 @@ func TestAxolotlErrors(t *testing.T) {
 	o := Options{Model: "config.json"}
 	runErrorCases(t, []errorCase{
 		{name: "a plugin", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.kernels.KernelsPlugin\n", opts: o,
-			want: "r.yml:10: key plugins: not modelled: plugins (kernels, ...) patch the model and its loss, here axolotl.integrations.kernels.KernelsPlugin (memsh reads Liger's and Cut Cross-Entropy's)", wantHint: "leave it out"},
+			want: "r.yml:10: key plugins: not modelled: plugins (kernels, ...) patch the model and its loss, here axolotl.integrations.kernels.KernelsPlugin (memsh reads Liger's and Cut Cross-Entropy's; SwanLab's logs only)", wantHint: "leave it out"},
 		{name: "Cut Cross-Entropy without its plugin", file: "r.yml", config: lora + "cut_cross_entropy: true\n", opts: o,
 			want: "r.yml:9: key cut_cross_entropy: Cut Cross-Entropy runs only with Axolotl's CutCrossEntropyPlugin", wantHint: "CutCrossEntropyPlugin to plugins"},
 		{name: "Cut Cross-Entropy and Liger's fused loss", file: "r.yml", config: lora + "plugins:\n  - axolotl.integrations.liger.LigerPlugin\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n" +

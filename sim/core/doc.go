@@ -17,6 +17,9 @@
 // float8_tp.go; torch's micro-pipeline TP, async_tp.go; the fused and
 // vocabulary-parallel cross-entropies of Megatron and Transformer Engine,
 // fused_ce.go). A pipelined plan lowers one stage at a time (pipeline.go).
+// A preference objective (TRL's DPO: preference.go, dpo.go) lowers the
+// model twice, the policy's forward and, under no_grad, the reference's
+// (a frozen copy's, or the policy's modules without their adapters).
 //
 // The Builder is the lowering API: layers call its primitives (Linear,
 // LayerNorm, Cast, AddOp, Out, Save, ...) to add ops. Layer kinds live in
