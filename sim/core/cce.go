@@ -57,24 +57,16 @@ const CCEOp = "linear_cross_entropy"
 // validateCCE checks a plan asking for Cut Cross-Entropy.
 func (p *Plan) validateCCE() error {
 	const what = `loss_chunks="cce"`
-	m := p.Model
+	if err := p.fusedHeadRefusal(); err != nil {
+		return err
+	}
 	switch {
-	case m == nil || m.Vocab <= 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
-		return &units.Error{Path: "train", Msg: what + " fuses the output head with cross-entropy: the model has none",
-			Hint: "a language model with a vocabulary and the cross-entropy loss"}
 	case p.Precision.Params != units.BF16 && p.Precision.Params != units.FP16:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf(what+"'s kernels take a bf16 or fp16 lm_head weight (cce_backward_kernel asserts it); precision %q stores it in %s",
 			p.Precision.Name, p.Precision.Params), Hint: `precision="bf16" (Axolotl loads the model in bfloat16 with bf16: true)`}
 	case p.Parallel.Norm().TP > 1:
 		return &units.Error{Path: "train", Msg: what + " with tensor parallelism (its vocabulary-parallel options over a DTensor lm_head) is not modelled",
 			Hint: "drop tp, or drop loss_chunks"}
-	case p.Members > 1 && p.MembersMode == "sequential":
-		return &units.Error{Path: "train", Msg: what + " does not combine with sequential members"}
-	case p.QuantLMHead:
-		return &units.Error{Path: "train", Msg: what + " reads lm_head's weight dense: it cannot be quantized", Hint: "drop quant_lm_head"}
-	case p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()):
-		return &units.Error{Path: "train", Msg: what + " passes lm_head.weight to the kernel, which skips a LoRA adapter on lm_head",
-			Hint: "leave lm_head out of lora(targets=...)"}
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package core
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // fusedHead is what a loss that runs lm_head inside itself starts from
 // (Liger's fused linear cross-entropy, liger.go; torchtitan's
@@ -45,4 +49,26 @@ func (b *Builder) openFusedHead(m *Model, x Value, d int64) (fusedHead, func()) 
 		b.Val(h.wv).Grad = false
 	}
 	return h, closeLoss
+}
+
+// fusedHeadRefusal is what every loss that reads lm_head's weight itself
+// (Liger's, Cut Cross-Entropy, TRL's fused head) refuses: a model without
+// a vocabulary and cross-entropy, sequential members, a quantized lm_head
+// and a LoRA adapter on it, which the kernel skips. nil when none applies.
+func (p *Plan) fusedHeadRefusal() error {
+	what := fmt.Sprintf("loss_chunks=%q", p.FusedLoss)
+	m := p.Model
+	switch {
+	case m == nil || m.Vocab <= 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
+		return &units.Error{Path: "train", Msg: what + " fuses the output head with cross-entropy: the model has none",
+			Hint: "a language model with a vocabulary and the cross-entropy loss"}
+	case p.Members > 1 && p.MembersMode == "sequential":
+		return &units.Error{Path: "train", Msg: what + " does not combine with sequential members"}
+	case p.QuantLMHead:
+		return &units.Error{Path: "train", Msg: what + " reads lm_head's weight dense: it cannot be quantized", Hint: "drop quant_lm_head"}
+	case p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()):
+		return &units.Error{Path: "train", Msg: what + " passes lm_head.weight to the kernel, which skips a LoRA adapter on lm_head",
+			Hint: "leave lm_head out of lora(targets=...)"}
+	}
+	return nil
 }

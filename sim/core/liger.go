@@ -114,21 +114,12 @@ func (p *Plan) validateLiger() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown loss_chunks %q", p.FusedLoss),
 			Hint: "loss_chunks is a number of chunks (torchtune), (\"torchtitan\", n) (ChunkedLossWrapper), \"cce\" (Cut Cross-Entropy), \"trl\" (TRL's fused LM head) or Liger-Kernel's fused linear cross-entropy: " + LigerNames()}
 	}
-	m := p.Model
-	switch {
-	case m == nil || m.Vocab <= 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q fuses the output head with cross-entropy: the model has none", p.FusedLoss),
-			Hint: "a language model with a vocabulary and the cross-entropy loss"}
-	case p.Parallel.Norm().TP > 1:
+	if err := p.fusedHeadRefusal(); err != nil {
+		return err
+	}
+	if p.Parallel.Norm().TP > 1 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q does not combine with tensor parallelism: Liger's kernel reads the whole head weight, not a vocabulary shard (no loss parallelism)", p.FusedLoss),
 			Hint: "drop tp, or drop loss_chunks and let the vocabulary-parallel cross-entropy run"}
-	case p.Members > 1 && p.MembersMode == "sequential":
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q does not combine with sequential members", p.FusedLoss)}
-	case p.QuantLMHead:
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q reads lm_head's weight dense: it cannot be quantized", p.FusedLoss), Hint: "drop quant_lm_head"}
-	case p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, p.Model.Head()):
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=%q passes lm_head.weight to the kernel, which skips a LoRA adapter on lm_head", p.FusedLoss),
-			Hint: "leave lm_head out of lora(targets=...)"}
 	}
 	return nil
 }

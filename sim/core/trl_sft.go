@@ -19,25 +19,17 @@ const TRLHead = "trl"
 // validateTRLHead checks a plan asking for TRL's fused LM head.
 func (p *Plan) validateTRLHead() error {
 	const what = `loss_chunks="trl"`
-	m := p.Model
+	if err := p.fusedHeadRefusal(); err != nil {
+		return err
+	}
 	par := p.Parallel.Norm()
 	switch {
-	case m == nil || m.Vocab <= 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
-		return &units.Error{Path: "train", Msg: what + " fuses the output head with the token log-probabilities: the model has none",
-			Hint: "a language model with a vocabulary and the cross-entropy loss"}
 	case par.TP > 1 || par.PP > 1 || par.CP > 1:
 		return &units.Error{Path: "train", Msg: what + " with tensor, pipeline or context parallelism is not modelled",
 			Hint: "drop tp, pp and cp, or drop loss_chunks"}
 	case par.Zero >= 3 || par.FSDP:
 		return &units.Error{Path: "train", Msg: what + " under ZeRO-3 or FSDP is not modelled (the head reads lm_head.weight outside lm_head's forward: DeepSpeed's GatheredParameters, FSDP2's full_tensor())",
 			Hint: "use ddp or parallel(zero=1 or 2), or drop loss_chunks"}
-	case p.Members > 1 && p.MembersMode == "sequential":
-		return &units.Error{Path: "train", Msg: what + " does not combine with sequential members"}
-	case p.QuantLMHead:
-		return &units.Error{Path: "train", Msg: what + " reads lm_head's weight dense: it cannot be quantized", Hint: "drop quant_lm_head"}
-	case p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()):
-		return &units.Error{Path: "train", Msg: what + " reads lm_head.weight directly, which skips a LoRA adapter on lm_head",
-			Hint: "leave lm_head out of lora(targets=...)"}
 	}
 	return nil
 }
