@@ -192,6 +192,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"nanochat (karpathy's nanochat-d32, transformers 5.0) norms with weightless fp32 RMSNorms (the model's norm before the layers too), q and k after the rope (q_norm, k_norm), runs fc1, relu2 and fc2 " +
 			"and soft-caps the logits at final_logit_softcapping (15 by default). " +
 			"jetmoe (JetMoE-8B) is refused: its mixture of attention heads (q and o projections routed per token) is not modelled. " +
+			"kolibri1 (Kolibri-1, transformers 5.20) is GLM-4's sandwich-normed layer around EXAONE 4.0's attention (q and k normed per head before the rope; layer_types' sliding layers, all but every fifth by default, " +
+			"over sliding_window, 513, and the full ones without rope) and DeepSeek-V3's MoE: num_experts (384) of moe_intermediate_size and a shared expert, " +
+			"the top-k of the fp32 logits plus the correction bias gated by the sigmoid of the gathered logits. " +
 			"dots1 (dots.llm1, transformers 4.53) is DeepSeek-V3's MoE layout behind Qwen3's attention (per-head q_norm and k_norm, sliding layers by layer_types or max_window_layers). " +
 			"longcat_flash (LongCat-Flash-Chat, -Thinking; transformers 5.25, \"sdpa\" or \"flash\") runs in each of num_layers layers two MLAs (self_attn.0, .1) and two MLPs (mlps.0, .1) " +
 			"and one shortcut MoE (mlp) over the first MLP's input, added at the layer's end: n_routed_experts experts and zero_expert_num identity experts scored by an fp32 softmax router " +
@@ -249,6 +252,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"glm4 (GLM-4-0414) 4.51, " +
 			"hunyuan_v1_dense and hunyuan_v1_moe 4.56, " +
 			"hy_v3 5.6, " +
+			"kolibri1 5.20, " +
 			"laguna 5.7, " +
 			"mellum 5.10, " +
 			"mimo_v2_flash 5.13, " +

@@ -175,6 +175,12 @@ var configClasses = map[string]*configClass{
 		defaults: map[string]any{"num_key_value_heads": num("4"), "num_experts": num("64"), "num_experts_per_tok": num("8"),
 			"moe_intermediate_size": num("896"), "intermediate_size": num("7168"), "norm_topk_prob": true}},
 
+	// Kolibri1Config: Qwen3-MoE's keys under its own defaults; num_experts
+	// read as num_local_experts (attribute_map)
+	"kolibri1": {name: "Kolibri1Config", aliases: [][2]string{{"num_local_experts", "num_experts"}},
+		defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128"), "num_experts": num("384"), "num_experts_per_tok": num("6"),
+			"moe_intermediate_size": num("512"), "shared_expert_intermediate_size": num("512"), "sliding_window": num("513")}},
+
 	// The others: num_key_value_heads where the class's default is not
 	// the attention heads (a fixed count), head_dim where it is not
 	// hidden_size / heads, and the MoE families' expert counts.

@@ -280,6 +280,12 @@ var hfFamilies = []hfFamily{
 	// dt_bias and the router stay fp32 from 5.24, kdaFP32Since and
 	// keepGateSince; 5.23.0 measured, sim/kimi_linear_test.go).
 	{modelType: "kimi_linear", prefix: "KimiLinear", base: "model", heads: decoderHeads, build: buildKimiLinear, noEager: true, since: [2]int{5, 17}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// kolibri1: Aleph Alpha's Kolibri-1 (kolibri1.go); the 5.20.0 wheel is
+	// the first with models/kolibri1 (absent from 5.19.0; unzip -l), its
+	// modeling_kolibri1.py 5.25.0's but for the cache's name, the rotary
+	// forward's no_grad and the bias buffer's explicit fp32 (diff read).
+	{modelType: "kolibri1", prefix: "Kolibri1", base: "model", heads: decoderHeads, build: buildKolibri1, since: [2]int{5, 20},
+		experts: &hfExperts{weightsFP32: true, keepScoreBias: true}},
 	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
 	// before text_config's decoder (llava.go).
 	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},

@@ -148,6 +148,14 @@ type MoE struct {
 	// weight), sigmoid(router_logits.float()), modeling_minimax_m2.py at
 	// 5.25.0).
 	SigmoidLogitsFP32 bool
+	// SigmoidAfterGather: the sigmoid router picks the top-k of its fp32
+	// logits plus the correction bias and takes the sigmoid of the k
+	// gathered logits only (Kolibri1TopKRouter:
+	// topk(router_logits + e_score_correction_bias), then
+	// router_logits.gather(1, indices).sigmoid(),
+	// models/kolibri1/modeling_kolibri1.py at 5.25.0): the sigmoid keeps
+	// [tokens, k], not DeepSeek-V3's [tokens, experts].
+	SigmoidAfterGather bool
 	// SharedUpDown names an ungated shared expert's projections up_proj
 	// and down_proj (Nemotron-H's NemotronHMLP), not fc1 and fc2.
 	SharedUpDown bool

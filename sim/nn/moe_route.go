@@ -52,6 +52,17 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		if m.SigmoidLogitsFP32 {
 			logits = b.Cast(logits, units.FP32, "router logits upcast for the sigmoid (router_logits.float())")
 		}
+		if m.SigmoidAfterGather {
+			if m.ScoreBias {
+				m.scoreBias(b)
+			}
+			r.idx = m.topkIndices(b, logits, T)
+			g := b.AddOp("gather", "topk_logits", []core.Value{logits, r.idx})
+			w := b.Out(g, "topk_logits", []int64{T, k}, b.Dtype(logits), "selected router logits")
+			b.Save(g, r.idx, logits) // GatherBackward0 keeps self (derivatives.yaml: gather_backward(grad, self, dim, index))
+			r.weights = m.normTopK(b, b.Unary("sigmoid", w, false, true))
+			break
+		}
 		scores := b.Unary("sigmoid", logits, false, true)
 		if m.ScoreBias {
 			m.scoreBias(b)

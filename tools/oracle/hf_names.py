@@ -97,6 +97,7 @@ CASES = [
     ("ai21-jamba-1.5-mini.json", "", ("JambaForCausalLM",)),
     ("kimi_linear-tiny.json", "", ("KimiLinearForCausalLM",)),
     ("kimi-k2.5-tiny.json", "", ("Kimi_K25ForConditionalGeneration",)),
+    ("kolibri1-tiny.json", "", ("Kolibri1ForCausalLM",)),
     ("laguna-tiny.json", "", ("LagunaForCausalLM",)),
     ("mellum-tiny.json", "", ("MellumForCausalLM",)),
     ("mimo_v2_flash-tiny.json", "", ("MiMoV2FlashForCausalLM",)),
