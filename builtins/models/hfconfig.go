@@ -163,6 +163,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"hunyuan_v1_dense (Hunyuan-7B, -4B, -1.8B, -0.5B, transformers 4.56) is Llama norming each head of q and k after the rotary " +
 			"embedding (query_layernorm, key_layernorm); it needs head_dim, which transformers 5.25.0 cannot build without; hunyuan_v1_moe (Hunyuan-A13B, 4.56) " +
 			"makes every mlp a shared_mlp beside num_experts experts of intermediate_size, moe_topk a token (one value, or a list of equal ones), picked by gate.wg, an fp32 nn.Linear. " +
+			"minimax (MiniMax-Text-01, transformers 5.15) takes each residual after its norm, scaled (x * full_attn_alpha_factor + self_attn(x) * full_attn_beta_factor, " +
+			"linear_attn_ and mlp_ alike), mixes by lightning attention (qkv_proj, a torch loop over blocks of block_size positions with per-head decays, norm, " +
+			"output_gate, out_proj) where layer_types says linear_attention, else Mixtral's attention, and routes every layer as Mixtral; sliding_window and " +
+			"router_jitter_noise are refused. " +
 			"minimax_m2 (MiniMax-M2, M2.1, M2.5, transformers 5.0) norms q_proj's and k_proj's whole outputs, turns the first rotary_dim of each head, " +
 			"and routes every layer's tokens to num_experts_per_tok of num_local_experts experts by a sigmoid over fp32 logits with the e_score_correction_bias buffer. " +
 			"afmoe (Trinity-Mini, -Nano, transformers 5.0) norms each sublayer's input and output (Olmo2RMSNorm), norms each head of q and k, gates the attention output " +
@@ -259,7 +263,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"minimax_m2 and afmoe 5.0, " +
 			"dots1 and arcee 4.53, " +
 			"longcat_flash 5.25, " +
-			"mistral4 5.15, " +
+			"mistral4 and minimax 5.15, " +
 			"solar_open 5.0, " +
 			"sarvam_moe and sarvam_mla 5.24, " +
 			"persimmon 4.53, " +

@@ -376,6 +376,18 @@ var hfFamilies = []hfFamily{
 	// as DeepSeek-V3's (_keep_in_fp32_modules_strict, both from 5.25).
 	{modelType: "minicpm5_moe", prefix: "MiniCPM5Moe", base: "model", heads: decoderHeads, build: buildMiniCPM5Moe, since: [2]int{5, 25},
 		experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// minimax: MiniMax-Text-01 (minimax_text.go). models/minimax is in
+	// every release from 4.53 (4.57.6's and 5.0.0's wheels have it), but
+	// until 5.14 MiniMaxModel hands the lightning layers the softmax
+	// layers' 4-D causal mask, which they apply to v by masked_fill; the
+	// 5.15.0 wheel is the first whose lightning layers take
+	// create_recurrent_attention_mask's 2-D padding mask (none without
+	// padding), and 5.15.0 to 5.25.0 run the same tensors (their
+	// modeling_minimax.py diffed: the cache, the rotary tables' forward
+	// in no_grad, the aux loss).
+	{modelType: "minimax", prefix: "MiniMax", base: "model", heads: decoderHeads, build: buildMiniMax, since: [2]int{5, 15},
+		sinceWhy: "4.53 to 5.14 hand MiniMax's lightning layers the 4-D causal mask, applied to v by masked_fill, which memsh does not model",
+		experts:  &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	// minimax_m2: MiniMax-M2, M2.1, M2.5; the 5.0.0 wheel is the first
 	// with models/minimax_m2 (absent from 4.57.6). minimax.go.
 	{modelType: "minimax_m2", prefix: "MiniMaxM2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},

@@ -539,6 +539,8 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 			x.MoE = walk(x.MoE)
 		case *nn.HyperConnection: // DeepSeek-V4's sub-blocks
 			x.Inner = walk(x.Inner)
+		case *nn.ScaledResidual: // MiniMax's residuals
+			x.Layer = walk(x.Layer)
 		case *nn.Parallel:
 			for i, y := range x.Branches {
 				x.Branches[i] = walk(y)

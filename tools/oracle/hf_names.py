@@ -115,6 +115,7 @@ CASES = [
     ("minicpm3-tiny.json", "", ("MiniCPM3ForCausalLM",)),
     ("minicpm5_moe-tiny.json", "", ("MiniCPM5MoeForCausalLM",)),
     ("youtu-tiny.json", "", ("YoutuForCausalLM",)),
+    ("minimax-tiny.json", "", ("MiniMaxForCausalLM",)),
     ("minimax_m2-tiny.json", "", ("MiniMaxM2ForCausalLM",)),
     ("ministral3-tiny.json", "", ("Ministral3ForCausalLM",)),
     ("mistral3-tiny.json", "", ("Mistral3ForConditionalGeneration",)),
