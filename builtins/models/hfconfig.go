@@ -207,6 +207,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"and a softmax router in the model's dtype (mlp.gate: group-limited top-k, renormalised, times routed_scaling_factor; no correction bias, nothing kept fp32). " +
 			"sarvam_moe (sarvam-30b, transformers 5.24) is built as Glm4MoeForCausalLM, GLM-4.5's model, under SarvamMoEConfig: num_experts, num_shared_experts and use_qkv_bias read as n_routed_experts, n_shared_experts and attention_bias, the whole head rotated (partial_rotary_factor 1.0, or rope_parameters'), head_dim 64 and q and k normed by default. " +
 			"param2moe (Param2-17B-A2.4B, transformers 5.25) is the same under Param2MoeConfig, whose defaults differ (64 experts, two shared, a tied head). " +
+			"axk1 (A.X-K1, transformers 5.15) is DeepSeek-V3 with q always through its latent and each MoE block's output normed (mlp.post_mlp_layernorm); " +
+			"its layers are mlp_layer_types', else first_k_dense_replace (1) dense ones, then sparse. " +
+			"axk2 (A.X-K2, transformers 5.17) is DeepSeek-V3.2 whose q_gate_proj, from the q latent normed and not, makes q and an output gate a head (sigmoid, before o_proj), " +
+			"with gated RMSNorms (norm, mlp.fc1, mlp.fc2 of gated_norm_rank) as every input_layernorm and the MoE layers' post_attention_layernorm. " +
 			"sarvam_mla (sarvam-105b, transformers 5.24) is built as DeepseekV3ForCausalLM under SarvamMLAConfig: num_experts and num_shared_experts read as n_routed_experts and n_shared_experts, q projected whole (q_lora_rank None), 128 experts, one shared and one dense layer by default. " +
 			"persimmon (Persimmon-8B, transformers 4.53) is GPT-NeoX's fused attention (query_key_value, dense, biased) with qk_layernorm's LayerNorms over q's and k's heads, half of each head rotated (partial_rotary_factor), in sequential pre-norm LayerNorm layers with a relu2 MLP (dense_h_to_4h, dense_4h_to_h). " +
 			"solar_open (Solar-Open-100B, transformers 5.0) is GLM-4.5's MoE (sigmoid router with the correction bias, shared experts) in every layer behind Llama's attention (head_dim 128 by default). " +
@@ -263,7 +267,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"minimax_m2 and afmoe 5.0, " +
 			"dots1 and arcee 4.53, " +
 			"longcat_flash 5.25, " +
-			"mistral4 and minimax 5.15, " +
+			"mistral4, minimax and axk1 5.15, " +
+			"axk2 5.17, " +
 			"solar_open 5.0, " +
 			"sarvam_moe and sarvam_mla 5.24, " +
 			"persimmon 4.53, " +

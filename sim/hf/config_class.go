@@ -86,6 +86,17 @@ var configClasses = map[string]*configClass{
 	"deepseek_v3": {name: "DeepseekV3Config", aliases: [][2]string{numLocalExperts, {"num_mtp_layers", "num_nextn_predict_layers"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
 			"intermediate_size": num("18432"), "first_k_dense_replace": num("3"), "num_nextn_predict_layers": num("1"), "q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
+	// AXK1Config: DeepseekV3Config's keys with A.X-K1's sizes; no MTP
+	// layers (num_mtp_layers is no field of it)
+	"axk1": {name: "AXK1Config", aliases: [][2]string{numLocalExperts},
+		defaults: routedDefaults(map[string]any{"n_routed_experts": num("192"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
+			"intermediate_size": num("18432"), "q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
+	// AXK2Config: DeepseekV32Config's keys with A.X-K2-Light's sizes; its
+	// __post_init__ is PreTrainedConfig's (no num_experts re-routing)
+	"axk2": {name: "AXK2Config", aliases: [][2]string{numLocalExperts},
+		defaults: routedDefaults(map[string]any{"n_routed_experts": num("128"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("512"),
+			"intermediate_size": num("5120"), "q_lora_rank": num("384"), "kv_lora_rank": num("128"), "qk_nope_head_dim": num("64"), "qk_rope_head_dim": num("32"), "v_head_dim": num("64"),
+			"index_n_heads": num("16"), "index_head_dim": num("128"), "index_topk": num("2048"), "gated_norm_rank": num("16")})},
 	// DeepseekV32Config and GlmMoeDsaConfig re-route a num_experts
 	// kwarg to n_routed_experts in __post_init__
 	"deepseek_v32": {name: "DeepseekV32Config", aliases: [][2]string{numLocalExperts, {"num_experts", "n_routed_experts"}},

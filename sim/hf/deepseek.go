@@ -84,7 +84,11 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	firstDense := min(c.firstDense(), layers)
 	if f := c.intOr("moe_layer_freq", 1); c.err == nil && f != 1 {
 		// the hub's remote code (modeling_deepseek.py) reads it
-		c.fail("moe_layer_freq", "must be 1 for model_type %s (got %d): transformers builds an MoE block in every layer from first_k_dense_replace on and never reads it", c.modelType, f)
+		if c.modelType == "axk1" || c.modelType == "axk2" { // their config classes' __post_init__ read the legacy key
+			c.fail("moe_layer_freq", "must be 1 for model_type %s (got %d): dense layers between the MoE ones are not modelled", c.modelType, f)
+		} else {
+			c.fail("moe_layer_freq", "must be 1 for model_type %s (got %d): transformers builds an MoE block in every layer from first_k_dense_replace on and never reads it", c.modelType, f)
+		}
 	}
 	nextn := c.intOr("num_nextn_predict_layers", 0)
 	if c.err != nil {
@@ -99,7 +103,15 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 		if b, ok := made[k]; ok {
 			return b
 		}
-		made[k] = seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), ff))
+		inNorm, postNorm := norm("input_layernorm"), norm("post_attention_layernorm")
+		if c.modelType == "axk2" { // AXK2DecoderLayer: gated norms, the second on MoE layers only
+			rank := c.sizeOr("gated_norm_rank", 16)
+			inNorm = &nn.GatedNorm{Name: "input_layernorm", Dim: hidden, Rank: rank}
+			if ff == moeFF {
+				postNorm = &nn.GatedNorm{Name: "post_attention_layernorm", Dim: hidden, Rank: rank}
+			}
+		}
+		made[k] = seq(res(inNorm, at), res(postNorm, ff))
 		return made[k]
 	}
 	estimate := 0.0
@@ -156,10 +168,14 @@ func (c *hfConfig) routedMoE(hidden, inter, experts, shared int64, act string) *
 	if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
 		c.fail("scoring_func", "must be \"sigmoid\" for model_type %s (got %q)", c.modelType, f)
 	}
-	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
+	m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
 		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: true,
 		SharedExperts: shared, SharedHidden: inter}
+	if c.modelType == "axk1" { // AXK1MoE's post_mlp_layernorm
+		m.PostNorm = "post_mlp_layernorm"
+	}
+	return m
 }
 
 // firstDense is how many layers come before the first MoE layer:
@@ -175,6 +191,8 @@ func (c *hfConfig) firstDense() int64 {
 	switch c.modelType {
 	case "solar_open":
 		return 0
+	case "axk1", "axk2":
+		return c.axk1FirstDense()
 	case "glm4_moe_lite":
 		if k := c.intOr("first_k_dense_replace", 1); c.err == nil && k != 1 {
 			c.fail("first_k_dense_replace", "must be 1 for model_type glm4_moe_lite (got %d): Glm4MoeLiteConfig has no such key and builds layer 0 dense, the others MoE (mlp_layer_types)", k)

@@ -25,6 +25,25 @@ var hfFamilies = []hfFamily{
 	// arcee: Arcee's AFM-4.5B; the 4.53.0 wheel is the first with
 	// models/arcee (absent from 4.52.4). decoder.go.
 	{modelType: "arcee", prefix: "Arcee", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
+	// axk1: SK Telecom's A.X-K1 (axk1.go); the 5.15.0 wheel is the first
+	// with models/axk1 (absent from 5.14.0). 5.15.0 to 5.25.0's
+	// modeling_axk1.py differ in the rotary tables' forward (no_grad),
+	// the router's fp32 weight (kept fp32 from 5.24, as DeepSeek-V3's),
+	// the experts' sentinel class and the q projection without a latent
+	// (5.25.0 always has one): diffed, handled as for deepseek_v3.
+	{modelType: "axk1", prefix: "AXK1", base: "model", heads: decoderHeads, build: buildAXK1, noEager: true, since: [2]int{5, 15},
+		experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// axk2: SK Telecom's A.X-K2 (axk2.go). The 5.15.0 wheel is the first
+	// with models/axk2 (absent from 5.14.0), but 5.15 and 5.16 build the
+	// indexer's and the attention's masks themselves from position_ids
+	// when the model hands them none; 5.17.0 is the first that forces the
+	// causal mask (allow_is_causal_skip False) as 5.25.0 does, and 5.17 to
+	// 5.25 differ in the rotary tables' forward (no_grad), the router's
+	// fp32 weight (kept fp32 from 5.24) and the experts' sentinel class:
+	// diffed, handled as for deepseek_v32.
+	{modelType: "axk2", prefix: "AXK2", base: "model", heads: decoderHeads, build: buildAXK2, noEager: true, noFlash: true, since: [2]int{5, 17},
+		sinceWhy: "5.15 and 5.16 build A.X-K2's indexer and attention masks from position_ids where the model hands none, which memsh does not model",
+		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// bailing_hybrid: inclusionAI's Ling 3 (bailing_hybrid.go). The 5.20.0
 	// wheel is the first with models/bailing_hybrid (absent from 5.19.0;
 	// unzip -l), but 5.20 to 5.23 build its MLA without q_lora_rank and

@@ -65,6 +65,16 @@ type MLA struct {
 	// output), cast to the hidden state's dtype and multiplied into the
 	// attention's output before o_proj (the product saves both).
 	HeadGate bool
+	// QGate: A.X-K2's fused query and output gate (AXK2Attention,
+	// models/axk2/modular_axk2.py at 5.25.0): q_gate_proj, from
+	// torch.cat of q_a_layernorm's output and q_a_proj's (2 x q_lora_rank
+	// wide), gives each head qk_nope_head_dim + qk_rope_head_dim of q and
+	// v_head_dim of a gate (no q_b_proj); the gate, reshaped (a copy) and
+	// cast to fp32, goes through sigmoid (which saves its output) and
+	// multiplies the attention's merged output (the product saves both,
+	// fp32), cast back to the hidden state's dtype for o_proj. Needs
+	// QLoraRank.
+	QGate bool
 	// LoraScale: LongCat-Flash's LoRA scaling (LongcatFlashMLA.forward,
 	// modular_longcat_flash.py at 5.25.0): q's nope and rope parts times
 	// sqrt(hidden / q_lora_rank) and the normed kv latent times
@@ -96,9 +106,12 @@ func (a *MLA) Params() int64 {
 	}
 	h, qk := a.Heads, a.qkDim()
 	var n int64
-	if a.QLoraRank > 0 {
+	switch {
+	case a.QGate:
+		n += a.Dim*a.QLoraRank + b(a.QLoraRank) + a.QLoraRank + 2*a.QLoraRank*h*(qk+a.VDim)
+	case a.QLoraRank > 0:
 		n += a.Dim*a.QLoraRank + b(a.QLoraRank) + a.QLoraRank + a.QLoraRank*h*qk
-	} else {
+	default:
 		n += a.Dim * h * qk
 	}
 	n += a.Dim*(a.KVLora+a.RopeDim) + b(a.KVLora+a.RopeDim) + a.KVLora
@@ -132,6 +145,9 @@ func (a *MLA) Validate(path string) error {
 	}
 	if a.QLoraRank < 0 {
 		return fieldErr(path, FieldQLora, fmt.Sprintf(" must be positive, or 0 for a plain q_proj (got %d)", a.QLoraRank))
+	}
+	if a.QGate && a.QLoraRank == 0 {
+		return fieldErr(path, FieldQLora, " must be positive: A.X-K2's q_gate_proj reads the q latent")
 	}
 	if a.Indexer != nil {
 		if err := a.Indexer.validate(path, a); err != nil {
@@ -184,7 +200,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	xg := b.TpGather(x)
 	s := b.Shape(xg)
 	var q, qa core.Value
-	if a.QLoraRank > 0 {
+	if a.QGate {
+		q, qa = a.qGate(b, xg, h)
+	} else if a.QLoraRank > 0 {
 		qa = b.Linear("q_a_proj", core.RoleQ, xg, a.Dim, a.QLoraRank, a.Bias)
 		qa = b.RmsNorm("q_a_layernorm", qa, a.QLoraRank)
 		q = b.ColLinear("q_b_proj", core.RoleQ, qa, qa, a.QLoraRank, a.Heads*qk, h*qk, false)
@@ -284,6 +302,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if a.HeadGate {
 		merged = a.headGate(b, x, xg, merged)
+	}
+	if a.QGate {
+		merged = a.outputGate(b, q, merged, h)
 	}
 	return b.RowLinear("o_proj", core.RoleO, merged, a.Heads*a.VDim, h*a.VDim, a.Dim, a.Bias)
 }

@@ -88,6 +88,11 @@ type MoE struct {
 	// keeps three more [rows, hidden] tensors than SwiGLU. The grouped_mm
 	// experts lower it (lowerGroupedMM); the others lower SwiGLU.
 	ClampedGLU bool
+	// PostNorm names an RMSNorm (Llama's) over the block's output, routed
+	// plus shared experts, inside the block's module: A.X-K1's
+	// mlp.post_mlp_layernorm (AXK1MoE.forward, models/axk1/modeling_axk1.py
+	// at 5.25.0); "" none.
+	PostNorm string
 	// RouterName is the softmax router's module name: under impl "loop"
 	// (or with LinearRouter) the nn.Linear's, "gate" (Mixtral, Qwen-MoE)
 	// when empty, "router" in Jamba; otherwise the parameter router's,
@@ -351,6 +356,9 @@ func (m *MoE) UpdatesExpertBias() bool { return m.ScoreBias }
 // shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {
 	n := m.Dim*(m.Experts+m.ZeroExperts) + m.Experts*m.expertMLP().Params()
+	if m.PostNorm != "" {
+		n += m.Dim
+	}
 	if m.RouterBias || m.StaticsBias || m.ScoreBias && m.ScoreBiasParam {
 		n += m.Experts
 	}
@@ -489,6 +497,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		if m.SharedAverage {
 			out = b.Ew("div", "shared_average", []core.Value{out}, b.Shape(out), b.Dtype(out), "(routed + shared) / 2: a scalar division, nothing saved")
 		}
+	}
+	if m.PostNorm != "" {
+		out = b.RmsNorm(m.PostNorm, out, m.Dim)
 	}
 	return out
 }

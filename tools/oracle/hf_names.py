@@ -156,6 +156,8 @@ CASES = [
     ("param2moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("sarvam_moe-tiny.json", "", ("Glm4MoeForCausalLM",)),
     ("sarvam_mla-tiny.json", "", ("DeepseekV3ForCausalLM",)),
+    ("axk1-tiny.json", "", ("AXK1ForCausalLM",)),
+    ("axk2-tiny.json", "", ("AXK2ForCausalLM",)),
     ("persimmon-tiny.json", "", ("PersimmonForCausalLM",)),
     ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
