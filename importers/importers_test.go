@@ -226,6 +226,9 @@ func FuzzImport(f *testing.F) {
 		"lora_target_modules: 'model.layers.[\\d]+.self_attn.q_proj'\nlora_target_parameters: [mlp.experts.gate_up_proj]\n"+
 		"plugins: [axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin]\ngradient_checkpointing: true\nactivation_offloading: legacy\n"+
 		"fsdp_version: 2\nfsdp_config: {activation_checkpointing: false}\n"))
+	f.Add("dpo.yml", []byte("base_model: acme/m\nmicro_batch_size: 2\ngradient_accumulation_steps: 1\nbf16: true\nrl: dpo\nrl_adapter_ref_model: true\n"+
+		"precompute_ref_log_probs: false\nunfrozen_parameters: ['model.layers.1[0-5].*', 'lm_head[:100]']\nattn_implementation: flash_attention_2\n"+
+		"plugins: [axolotl.integrations.swanlab.SwanLabPlugin]\nuse_swanlab: true\n"))
 	// The model a config names is found (a tiny Llama's config.json) or not,
 	// by the name's length, as memsh check's lookup would say.
 	find := func(name string) (FoundModel, error) {
