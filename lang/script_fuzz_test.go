@@ -236,6 +236,13 @@ p = parallel(dp = %[1]d, zero = %[2]d, reduce_bucket_size = %[3]d, stage3_prefet
              stage3_param_persistence_threshold = %[5]d, stage3_max_live_parameters = %[6]d)
 print(simulate(train(m, batch = %[7]d, seq = %[8]d, parallel = p)).summary)
 `,
+	`m = model("m", embedding(%[1]d, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[2]d), rmsnorm(64), vocab = %[1]d)
+trl = ["1.15", "1.8"][%[3]d %% 2]
+ref = ["model", "adapters", "precomputed"][%[4]d %% 3]
+l = lora(rank = 4) if ref == "adapters" else None
+print(simulate(train(m, batch = %[5]d, seq = %[6]d, lora = l, preference = dpo(reference = ref, trl = trl), parallel = parallel(dp = %[7]d),
+                     trainable = None if l else ["layers\\.%[8]d"])).summary)
+`,
 }
 
 // FuzzScriptKnobs fills knobTemplates with arbitrary numbers: every input
@@ -254,6 +261,10 @@ func FuzzScriptKnobs(f *testing.F) {
 	for i, s := range seeds {
 		f.Add(uint8(i), s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
 	}
+	dpo := uint8(len(knobTemplates) - 1) // DPO's references and releases, trainable patterns
+	f.Add(dpo, int64(1000), int64(2), int64(0), int64(0), int64(2), int64(64), int64(1), int64(1))
+	f.Add(dpo, int64(1000), int64(2), int64(1), int64(1), int64(1), int64(32), int64(2), int64(0))
+	f.Add(dpo, int64(1000), int64(2), int64(0), int64(2), int64(1), int64(1), int64(1), int64(9))
 	f.Fuzz(func(t *testing.T, sel uint8, a, b, c, d, e, g, h, k int64) {
 		src := fmt.Sprintf(knobTemplates[int(sel)%len(knobTemplates)], a, b, c, d, e, g, h, k)
 		runFuzzScript(t, fstest.MapFS{}, src)
