@@ -184,13 +184,16 @@ type hfRun struct {
 	// preference is train(preference=)'s expression (Axolotl's rl:
 	// axolotlRL), "" for a language model's loss.
 	preference string
+	// sftTrainer: the run is TRL's SFTTrainer (or the plain Trainer), whose
+	// release memsh.trl may say (hfTRL).
+	sftTrainer bool
 	// trainable is train(trainable=)'s list (Axolotl's
 	// unfrozen_parameters: axolotlUnfrozen), "" when every parameter trains.
 	trainable string
 }
 
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
-var trlRun = hfRun{kbitNormsFP32: true, zero3PEFTReentrant: true}
+var trlRun = hfRun{kbitNormsFP32: true, zero3PEFTReentrant: true, sftTrainer: true}
 
 func hfPlan(t *tree, o Options) (*plan, error) { return hfPlanAs(t, o, trlRun) }
 
@@ -261,7 +264,15 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	if run.trainable != "" {
 		p.set("trainable", run.trainable)
 	}
+	trlHead := false
+	if run.sftTrainer {
+		if trlHead, err = hfTRL(t); err != nil {
+			return nil, err
+		}
+	}
 	switch {
+	case trlHead: // TRL 1.15's SFTTrainer keeps Liger's layer kernels, its own head
+		p.set("loss_chunks", str("trl"))
 	case run.cce:
 		p.set("loss_chunks", str("cce"))
 	case liger:
@@ -289,9 +300,14 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	}
 	p.set("gpu", str(o.GPU))
 	if ds != nil {
-		return p, hfDeepSpeed(t, ds, o, p, batch, accum, expr)
+		err = hfDeepSpeed(t, ds, o, p, batch, accum, expr)
+	} else {
+		err = hfLayout(t, o, p)
 	}
-	return p, hfLayout(t, o, p)
+	if err == nil && trlHead {
+		err = hfTRLLayout(t, p)
+	}
+	return p, err
 }
 
 // hfModel is the model (zoo by Hub name, or --model), its attention
