@@ -8,6 +8,7 @@ import (
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -192,6 +193,9 @@ func Same(v, def starlark.Value) bool {
 func (x *Plan) Summary() string {
 	p := x.P
 	parts := []string{fmt.Sprintf("batch %d", p.Batch)}
+	if pr := p.Preference; pr != nil { // DPO: the batch counts pairs of two rows
+		parts[0] = fmt.Sprintf("batch %s (%s)", units.Count(p.Batch, "pair"), units.Count(p.Batch*pr.Rows(), "row"))
+	}
 	if x.Args.Get("seq") != starlark.None {
 		parts[0] += fmt.Sprintf(" x seq %d", p.Seq)
 	}
@@ -215,6 +219,9 @@ func (x *Plan) Summary() string {
 	}
 	if p.Quant != "" {
 		parts = append(parts, p.Quant)
+	}
+	if pr := p.Preference; pr != nil {
+		parts = append(parts, fmt.Sprintf("dpo (reference %s, trl %s)", pr.Reference, pr.TRL))
 	}
 	if p.Phase == core.Eval {
 		parts = append(parts, "eval")
