@@ -23,7 +23,7 @@ var hfTrainer = &trainer{
 		return ok
 	},
 	plan: hfPlan,
-	noEffect: []string{
+	noEffect: append([]string{
 		"output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy", "evaluation_strategy", "eval_steps",
 		"per_device_eval_batch_size", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
 		"num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs.*", "warmup_ratio", "warmup_steps", "log_level",
@@ -35,7 +35,7 @@ var hfTrainer = &trainer{
 		"activation_checkpointing_kwargs.preserve_rng_state", "activation_checkpointing_kwargs.determinism_check", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
 		"dataset_train_split", "dataset_test_split", "dataset_mixture.*", "dataset_num_proc", "dataset_text_field", "dataset_kwargs.*",
 		"eos_token", "pad_token", "completion_only_loss", "assistant_only_loss", "lora_task_type", "bnb_4bit_quant_storage",
-	},
+	}, hfDPONoEffect...),
 }
 
 func parseHF(file string, data []byte) (*tree, error) {
@@ -195,7 +195,17 @@ type hfRun struct {
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
 var trlRun = hfRun{kbitNormsFP32: true, zero3PEFTReentrant: true, sftTrainer: true}
 
-func hfPlan(t *tree, o Options) (*plan, error) { return hfPlanAs(t, o, trlRun) }
+func hfPlan(t *tree, o Options) (*plan, error) {
+	run := trlRun
+	pref, err := hfPreference(t) // a DPOConfig: TRL's DPOTrainer
+	if err != nil {
+		return nil, err
+	}
+	if pref != "" {
+		run.preference, run.sftTrainer = pref, false
+	}
+	return hfPlanAs(t, o, run)
+}
 
 // hfPlanAs is hfPlan for a trainer that runs as run says.
 func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {

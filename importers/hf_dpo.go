@@ -1,0 +1,119 @@
+package importers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// hfPreferenceKeys are keys of TRL's preference configs (DPOConfig, and
+// KTO's, ORPO's, CPO's alike) that no SFTConfig or TrainingArguments has
+// (trl/trainer/dpo_config.py at 1.16.0): a file with one is a preference
+// run, never read as SFT.
+var hfPreferenceKeys = []string{"beta", "max_prompt_length", "precompute_ref_log_probs", "ref_model_init_kwargs", "rpo_alpha",
+	"sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "f_divergence_type", "reference_free", "use_weighting",
+	"desirable_weight", "undesirable_weight", "ld_alpha", "discopop_tau"}
+
+// hfDPONoEffect are DPOConfig's keys whose effect is on the loss's
+// [batch] arithmetic, the data or evaluation: nothing memsh replays.
+var hfDPONoEffect = []string{"beta", "max_prompt_length", "max_completion_length", "truncation_mode", "loss_type", "loss_weights",
+	"label_smoothing", "f_divergence_type", "f_alpha_divergence_coef", "precompute_ref_batch_size", "generate_during_eval",
+	"ld_alpha", "discopop_tau", "sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "ref_model_init_kwargs.*",
+	"tools", "disable_dropout", "use_logits_to_keep"}
+
+// hfPreference reads a TRL preference config: "" when the file has none
+// of hfPreferenceKeys, else train(preference=)'s dpo() expression. The
+// trainer must be said (memsh.trainer=dpo): KTO's, ORPO's and CPO's
+// configs share the keys and are not modelled. The TRL release is
+// memsh.trl's (absent: the current one, 1.16, whose fused LM head DPO
+// runs: dpo(trl="1.15")); from 1.8 to 1.13 its logits path
+// (dpo(trl="1.8")); 1.14 and earlier than 1.8 are refused. The reference
+// (DPOTrainer.__init__, the CLI passing no ref_model): the policy without
+// its adapters under use_peft, none with precompute_ref_log_probs, else a
+// copy of the model.
+func hfPreference(t *tree) (string, error) {
+	found := ""
+	for _, k := range hfPreferenceKeys {
+		if _, ok := t.leaves[k]; ok {
+			found = k
+			break
+		}
+	}
+	if found == "" {
+		return "", nil
+	}
+	const hint = "say which trainer runs it: memsh.trainer=dpo (TRL's DPOTrainer; KTO, ORPO and CPO are not modelled)"
+	trainer, err := t.str("memsh.trainer", "")
+	if err != nil {
+		return "", err
+	}
+	switch trainer {
+	case "dpo":
+	case "":
+		return "", t.errorf(found, hint, "is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT")
+	default:
+		return "", t.errorf("memsh.trainer", hint, "trainer %s is not modelled", quoteKey(trainer))
+	}
+	const refuse = "leave it out, or write the plan in Starlark (train(preference=dpo(...)): docs/dpo.md)"
+	for _, k := range []struct{ key, what string }{
+		{"padding_free", "pairs packed without padding"},
+		{"use_liger_kernel", "Liger's chunked DPO loss"},
+		{"use_weighting", "WPO's weights"},
+		{"reference_free", "a reference-free loss"},
+	} {
+		on, err := t.boolean(k.key, false)
+		if err != nil {
+			return "", err
+		}
+		if on {
+			return "", t.errorf(k.key, refuse, "not modelled with DPO: %s", k.what)
+		}
+	}
+	if v, _ := t.get("rpo_alpha"); v != nil { // None by default; a weight turns the term on
+		return "", t.errorf("rpo_alpha", refuse, "not modelled with DPO: RPO's NLL term on the chosen rows")
+	}
+	trl, err := hfDPORelease(t)
+	if err != nil {
+		return "", err
+	}
+	peft, err := t.boolean("use_peft", false)
+	if err != nil {
+		return "", err
+	}
+	precompute, err := t.boolean("precompute_ref_log_probs", false)
+	if err != nil {
+		return "", err
+	}
+	ref := "model"
+	switch {
+	case precompute:
+		ref = "precomputed"
+	case peft:
+		ref = "adapters"
+	}
+	return fmt.Sprintf("dpo(reference = %s, trl = %s)", str(ref), str(trl)), nil
+}
+
+// hfDPORelease is the dpo(trl=) spelling of memsh.trl's release: "1.15"
+// from 1.15 (and when absent: the current release), "1.8" from 1.8 to
+// 1.13.
+func hfDPORelease(t *tree) (string, error) {
+	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0"
+	raw, _ := t.get(key)
+	if raw == nil {
+		return "1.15", nil
+	}
+	if _, err := hfTRL(t); err != nil { // its form
+		return "", err
+	}
+	parts := strings.Split(raw.(string), ".")
+	major, _ := strconv.Atoi(parts[0])
+	minor, _ := strconv.Atoi(parts[1])
+	switch {
+	case major > 1 || (major == 1 && minor >= 15):
+		return "1.15", nil
+	case major == 1 && minor >= 8 && minor <= 13:
+		return "1.8", nil
+	}
+	return "", t.errorf(key, hint+" (1.8 to 1.13, or 1.15 and later)", "DPOTrainer of TRL %s is not modelled", raw.(string))
+}
