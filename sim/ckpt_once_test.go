@@ -91,6 +91,17 @@ import (
 // then experts) holds, as OLMo 3, a rotary pair for each layer type its
 // layers have, here in the model's dtype, the sliding layers' bool mask
 // under sdpa and under eager a float mask a type.
+// NanoChat (nanochat-tiny.json) holds Llama's: one rotary pair, under
+// eager the causal float mask; its layers' inputs are what the checkpoints
+// save, the weightless norm before the layers and the soft-capped logits
+// outside them.
+// Kolibri-1 (kolibri1-tiny.json: layers sliding, full (NoPE), sliding)
+// holds, as CWM, one rotary pair in the model's dtype, which only the
+// sliding layers read, the sliding layers' bool mask under sdpa and under
+// eager a float mask for each type its layers have.
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/{nanochat,kolibri1}-tiny.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache mask ckpt held
+//
 // FalconMamba (falcon_mamba-tiny.json, eager: its only path) holds
 // nothing besides its layers' inputs, fp32 in bf16 too (residual_in_fp32);
 // measured without an attention_mask: with one, every mixer multiplies
@@ -211,6 +222,14 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"mellum-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 6400, 6400}, 0, true},
 		{"mellum-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, true},
 		{"mellum-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 12544, 12544}, 0, true},
+		{"nanochat-tiny.json", nil, "sdpa", "fp32", []int64{198148, 214532, 230916}, []int64{4352, 4352, 4352}, 0, true},
+		{"nanochat-tiny.json", nil, "sdpa", "bf16", []int64{148996, 157188, 165380}, []int64{2304, 2304, 2304}, 0, true},
+		{"nanochat-tiny.json", nil, "eager", "fp32", []int64{198148, 214532, 230916}, []int64{12544, 12544, 12544}, 0, true},
+		{"nanochat-tiny.json", nil, "eager", "bf16", []int64{148996, 157188, 165380}, []int64{6400, 6400, 6400}, 0, true},
+		{"kolibri1-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 6400, 6400}, 0, true},
+		{"kolibri1-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0, true},
+		{"kolibri1-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 20736, 20736}, 0, true},
+		{"kolibri1-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0, true},
 		{"falcon_mamba-tiny.json", nil, "eager", "fp32", []int64{59652, 67844, 76036}, []int64{0, 0, 0}, 0, false},
 		{"falcon_mamba-tiny.json", nil, "eager", "bf16", []int64{51460, 59652, 67844}, []int64{0, 0, 0}, 0, false},
 	} {
