@@ -314,6 +314,10 @@ func TestFromHFConfigErrors(t *testing.T) {
 		// DeepSeek-V4-style hyper-connections without Sinkhorn.
 		{"hy_v4 refused", `{"model_type": "hy_v4", "architectures": ["HYV4ForCausalLM"]}`, "eager", "",
 			`model_type "hy_v4" is not supported yet: HY-V4's latent attention with DSA's indexer, an output gate and sinks runs eager only`},
+		// ZAYA1 (transformers 5.25.0): CCA's convolutions, fp32 residual
+		// scaling and a router MLP carried across layers.
+		{"zaya refused", `{"model_type": "zaya", "architectures": ["ZayaForCausalLM"]}`, "sdpa", "",
+			`model_type "zaya" is not supported yet: ZAYA1's Compressed Convolutional Attention`},
 		{"qwen4_exp_text refused", `{"model_type": "qwen4_exp_text"}`, "sdpa", "", `model_type "qwen4_exp_text" is not supported yet: Qwen4-Exp's`},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},

@@ -225,7 +225,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"and, by mlp_layer_types, a dense MLP of intermediate_size or the sparse block (all sparse by default; num_experts 64). " +
 			"laguna (Laguna XS.2, transformers 5.7) has per-layer query heads (num_attention_heads_per_layer), sliding and full layers with their own rotary widths (rope_parameters per layer type), q and k normed per head, a softplus output gate from g_proj (gating: per head or per element), and a dense MLP or, by mlp_layer_types, a shared expert then num_experts behind a sigmoid router with a correction bias; moe_router_logit_softcapping and moe_apply_router_weight_on_input are refused. " +
 			"mimo_v2_flash (MiMo-V2-Flash, transformers 5.13) has full layers and sliding ones (layer_types; sliding_window, or sliding_window_size + 1) with twice the kv heads and a sink a head, v heads of v_head_dim narrower than head_dim, v times attention_value_scale, each layer type its own partial rotary pair (rope_parameters per layer type, 0.334 by default), eager only (attn=\"sdpa\" runs eager, flash is refused), and a dense MLP or, by mlp_layer_types, n_routed_experts behind a sigmoid router with a correction bias, no shared expert; mtp=True is refused. " +
-			"qwen4_exp and qwen4_exp_text (Qwen4-Exp) are refused with the reason: their hyper-connection streams, per-query QSA indexer and hashed n-gram Per-Layer Embeddings are not modelled; so is hy_v4 (HY-V4): eager-only latent attention and hyper-connections without Sinkhorn. " +
+			"flint (Flint, transformers 5.21) is qwen3_moe's layers with gpt-oss's RMSNorm everywhere (q_norm and k_norm too), a sink a head in every layer (fp32), rotary sliding layers (layer_types, sliding_window 513) beside full ones without position encoding, eager only (fp32 scores of q and k cast to fp32, the softmax over the scores and the sink column; attn=\"sdpa\" runs eager, flash is refused), and a dense MLP on mlp_only_layers (default [0, 1]) or num_experts behind an fp32 sigmoid router plus an ungated shared_expert of shared_expert_intermediate_size. " +
+			"qwen4_exp and qwen4_exp_text (Qwen4-Exp) are refused with the reason: their hyper-connection streams, per-query QSA indexer and hashed n-gram Per-Layer Embeddings are not modelled; so is hy_v4 (HY-V4): eager-only latent attention and hyper-connections without Sinkhorn; and zaya (ZAYA1): its convolutional attention (CCA), fp32 residual scaling and MLP router carried across layers. " +
 			"cohere2_moe (transformers 5.12) is Cohere 2's parallel layer with head_dim from the config, RMSNorm where rms_norm_eps is set, dense MLPs (first_k_dense_replace, mlp_layer_types) and MoE ones (top-k softmax router, Mixtral's experts, num_shared_experts averaged or summed); expert_selection_fn \"sigmoid\" is refused. " +
 			"flex_olmo (FlexOlmo, transformers 4.57) is OLMo 2's layers (post-sublayer norms, q and k normed over all their heads) with OLMoE's MoE as the MLP (num_experts, default 7, num_experts_per_tok, default 5). " +
 			"granitemoeshared (transformers 4.49) is granitemoe's layer with a shared_mlp of shared_intermediate_size (0: none) beside the experts. " +
@@ -264,6 +265,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"laguna 5.7, " +
 			"mellum 5.10, " +
 			"mimo_v2_flash 5.13, " +
+			"flint 5.21, " +
 			"minimax_m2 and afmoe 5.0, " +
 			"dots1 and arcee 4.53, " +
 			"longcat_flash 5.25, " +

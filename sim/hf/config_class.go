@@ -129,6 +129,9 @@ var configClasses = map[string]*configClass{
 			"intermediate_size": num("12288"), "first_k_dense_replace": num("0"), "q_lora_rank": num("1024"), "kv_lora_rank": num("256"), "qk_nope_head_dim": num("64"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
 	// MiMoV2FlashConfig (buildMiMoV2Flash reads routedMoE): its own head
 	// widths and window, and no n_shared_experts (MiMoV2FlashMoE has none)
+	"flint": {name: "FlintConfig", defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128"), "sliding_window": num("513"),
+		"num_experts": num("256"), "num_experts_per_tok": num("6"), "moe_intermediate_size": num("512"), "shared_expert_intermediate_size": num("1024"),
+		"intermediate_size": num("6144"), "norm_topk_prob": true}},
 	"mimo_v2_flash": {name: "MiMoV2FlashConfig", aliases: [][2]string{numLocalExperts},
 		defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("192"), "v_head_dim": num("128"), "sliding_window": num("129"),
 			"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"), "intermediate_size": num("16384"),

@@ -177,6 +177,18 @@ var hfFamilies = []hfFamily{
 	// (flex_olmo.go); the 4.57.1 wheel has models/flex_olmo (its sparse
 	// block is OLMoE's, line for line), 4.56.2 has none.
 	{modelType: "flex_olmo", prefix: "FlexOlmo", base: "model", heads: decoderHeads, build: buildFlexOlmo, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
+	// flint: RecursiveSI's Flint (flint.go); the 5.21.0 wheel is the
+	// first with models/flint (absent from 5.20.0; unzip -l). 5.21.0 to
+	// 5.23.0 make the router's weight and the sinks in the default dtype
+	// where 5.24.0 names float32, which from_pretrained's
+	// _keep_in_fp32_modules_strict ("gate.weight", "sinks", in every
+	// release) makes the same; the rest is the cache's name (diff read).
+	// No SDPA path (FlintPreTrainedModel._supports_sdpa False) and no
+	// flash-attention 2 one (_compatible_flash_implementations: vLLM's
+	// FlashAttention 3 and flash_attention_4): attn="sdpa" runs eager,
+	// "flash" is refused.
+	{modelType: "flint", prefix: "Flint", base: "model", heads: decoderHeads, build: buildFlint, noSDPA: true, noFlash: true, since: [2]int{5, 21},
+		experts: &hfExperts{weightsFP32: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
 	// vaultgemma: Google's VaultGemma 1B, Gemma 2 without the post-norms
@@ -599,7 +611,24 @@ var refusedTypes = map[string]refusedType{
 		"describe it with the building blocks (attention, moe, repeat, model) for an estimate: a dense attention of num_key_value_heads x num_experts_per_tok heads over num_key_value_heads kv heads, kv_channels wide, computes what one token's routed heads do"},
 	"qwen4_exp":      {qwen4ExpRefusal, buildingBlocksHint},
 	"qwen4_exp_text": {qwen4ExpRefusal, buildingBlocksHint},
+	"zaya":           {zayaRefusal, buildingBlocksHint},
 }
+
+// zayaRefusal is why Zyphra's ZAYA1 (ZayaForCausalLM,
+// models/zaya/modular_zaya.py at transformers 5.25.0; in the 5.20.0
+// wheel already) is not read: ZayaCCAProjection makes q and k with
+// Compressed Convolutional Attention (q_proj and k_proj concatenated,
+// padded, through a depthwise and a grouped Conv1d, plus residual paths
+// that average q with k's heads) and v from two half-width projections,
+// the second delayed one token (cat of a projected zero row and all but
+// the last); ZayaQKNorm L2-normalises q and k to sqrt(head_dim) with a
+// learned per-kv-head scale; every layer keeps the residual stream in
+// fp32 behind learned scales and biases (ZayaResidualScaling); its
+// router is an MLP (down_proj to router_hidden_size, RMSNorm, two GELU
+// layers, out_proj over num_experts + 1 classes with a skip expert) fed
+// the previous layer's router state (EDA, router_states_scale). None of
+// these is an nn layer memsh has.
+const zayaRefusal = "ZAYA1's Compressed Convolutional Attention (ZayaCCAProjection: q and k through a depthwise and a grouped Conv1d with residual paths, v half delayed one token), its L2 q/k norm with a learned scale, its fp32 residual stream behind learned scales and biases (ZayaResidualScaling) and its MLP router with a skip expert fed the previous layer's router state are not modelled"
 
 // refusedType is why memsh refuses a model type, and what to do instead.
 type refusedType struct{ why, hint string }

@@ -310,6 +310,13 @@ type Attention struct {
 	VScale   bool
 	MaxShift bool
 
+	// SinksNoShift and KeepSinksFP32 are Flint's (attention_sinks_flint.go):
+	// the eager softmax over the scores and the sink column as they are,
+	// no row max subtracted, the sink column sliced off before the cast to
+	// v's dtype; the sinks kept fp32 under 16-bit parameters.
+	SinksNoShift  bool
+	KeepSinksFP32 bool
+
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower
 	// (PixtralVision's block mask): what an SDPA kernel given a mask

@@ -204,9 +204,12 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		sink := b.Param("sinks", []int64{h}, core.RoleO)
 		b.ShardParam(sink, h*b.Par.Tpn())
 		c := b.AddOp("cat", "sinks", []core.Value{scaled}, sink)
-		smDT = core.Promote(b.Dtype(scaled), b.Prec.Params)
+		smDT = core.Promote(b.Dtype(scaled), a.sinksDType(b))
 		combined := b.Out(c, "combined_logits", probShape, smDT, "scores with the sink column")
-		scaled = maxShift(b, combined, probShape, "scores with the sink column, minus the row max")
+		scaled = combined
+		if !a.SinksNoShift {
+			scaled = maxShift(b, combined, probShape, "scores with the sink column, minus the row max")
+		}
 	}
 	in := b.SoftmaxInput(scaled, smDT, b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32)
 	sm := b.AddOp("softmax", "softmax", []core.Value{in})
@@ -228,7 +231,11 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		p = b.Dropout("attn_dropout", p, a.Dropout)
 		p = b.Cast(p, dt, "attention probabilities cast by the P.V matmul's autocast")
 	} else {
-		p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
+		if a.SinksNoShift {
+			p = sinkSliceCast(b, p, scoreShape, dt)
+		} else {
+			p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
+		}
 		p = b.Dropout("attn_dropout", p, a.Dropout)
 	}
 	pv := b.AddOp("matmul", "pv", []core.Value{p, v})

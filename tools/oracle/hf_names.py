@@ -101,6 +101,7 @@ CASES = [
     ("laguna-tiny.json", "", ("LagunaForCausalLM",)),
     ("mellum-tiny.json", "", ("MellumForCausalLM",)),
     ("mimo_v2_flash-tiny.json", "", ("MiMoV2FlashForCausalLM",)),
+    ("flint-tiny.json", "", ("FlintForCausalLM",)),
     ("lfm2-tiny.json", "", ("Lfm2ForCausalLM",)),
     ("lfm2_moe-tiny.json", "", ("Lfm2MoeForCausalLM",)),
     ("lfm2_vl-nonorm-tiny.json", "", ("Lfm2VlForConditionalGeneration",)),
