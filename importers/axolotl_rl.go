@@ -22,19 +22,13 @@ func axolotlRL(t *tree, adapter string, cce bool) (string, error) {
 	default:
 		return "", t.errorf("rl", hint, "not modelled: %s (memsh replays DPOTrainer: rl dpo or ipo)", rl)
 	}
-	for _, k := range []struct{ key, what string }{
+	if err := t.refuseOn(hint, "rl", []keyWhat{
 		{"dpo_use_liger_kernel", "Liger's chunked DPO loss"},
 		{"dpo_padding_free", "pairs packed without padding"},
 		{"dpo_use_weighting", "WPO's weights, a logsumexp over the logits"},
 		{"sample_packing", "packed rows (TRL's collator pads each pair's rows)"},
-	} {
-		on, err := t.boolean(k.key, false)
-		if err != nil {
-			return "", err
-		}
-		if on {
-			return "", t.errorf(k.key, hint, "not modelled with rl: %s", k.what)
-		}
+	}); err != nil {
+		return "", err
 	}
 	if cce {
 		return "", t.errorf("plugins", hint, "not modelled with rl: Cut Cross-Entropy (DPOTrainer calls the model without labels for its logits)")

@@ -55,19 +55,13 @@ func hfPreference(t *tree) (string, error) {
 		return "", t.errorf("memsh.trainer", hint, "trainer %s is not modelled", quoteKey(trainer))
 	}
 	const refuse = "leave it out, or write the plan in Starlark (train(preference=dpo(...)): docs/dpo.md)"
-	for _, k := range []struct{ key, what string }{
+	if err := t.refuseOn(refuse, "DPO", []keyWhat{
 		{"padding_free", "pairs packed without padding"},
 		{"use_liger_kernel", "Liger's chunked DPO loss"},
 		{"use_weighting", "WPO's weights"},
 		{"reference_free", "a reference-free loss"},
-	} {
-		on, err := t.boolean(k.key, false)
-		if err != nil {
-			return "", err
-		}
-		if on {
-			return "", t.errorf(k.key, refuse, "not modelled with DPO: %s", k.what)
-		}
+	}); err != nil {
+		return "", err
 	}
 	if v, _ := t.get("rpo_alpha"); v != nil { // None by default; a weight turns the term on
 		return "", t.errorf("rpo_alpha", refuse, "not modelled with DPO: RPO's NLL term on the chosen rows")
@@ -116,4 +110,22 @@ func hfDPORelease(t *tree) (string, error) {
 		return "1.8", nil
 	}
 	return "", t.errorf(key, hint+" (1.8 to 1.13, or 1.15 and later)", "DPOTrainer of TRL %s is not modelled", raw.(string))
+}
+
+// keyWhat is a boolean option and what it turns on.
+type keyWhat struct{ key, what string }
+
+// refuseOn refuses the first of opts the config turns on, a config error
+// "not modelled with <with>: <what>" naming its key; nil when none is on.
+func (t *tree) refuseOn(hint, with string, opts []keyWhat) error {
+	for _, k := range opts {
+		on, err := t.boolean(k.key, false)
+		if err != nil {
+			return err
+		}
+		if on {
+			return t.errorf(k.key, hint, "not modelled with %s: %s", with, k.what)
+		}
+	}
+	return nil
 }

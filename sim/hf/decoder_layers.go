@@ -1,5 +1,10 @@
 package hf
 
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
 // The layer patterns of the decoder families (buildDecoder): which layers
 // slide over a window and which attend to every key, from sliding_window,
 // layer_types and the families' own keys.
@@ -101,4 +106,25 @@ func (c *hfConfig) layerTypes(layers int64, marked, other string) []bool {
 		}
 	}
 	return out
+}
+
+// windowedMoEBlocks are the decoder layers of a model whose layers differ
+// by two flags, sliding (attns[true]'s window) and sparse (moe, else
+// dense): a pre-norm attention and a pre-norm feed-forward, one block per
+// kind met, shared by the layers of that kind (Flint, MiMo-V2-Flash).
+func windowedMoEBlocks(sliding, sparse []bool, attns map[bool]*nn.Attention, dense, moe core.Layer, norm func(string) core.Layer) []core.Layer {
+	made := map[[2]bool]core.Layer{}
+	blocks := make([]core.Layer, len(sliding))
+	for i := range blocks {
+		k := [2]bool{sliding[i], sparse[i]}
+		if made[k] == nil {
+			ff := dense
+			if k[1] {
+				ff = moe
+			}
+			made[k] = seq(res(norm("input_layernorm"), attns[k[0]]), res(norm("post_attention_layernorm"), ff))
+		}
+		blocks[i] = made[k]
+	}
+	return blocks
 }

@@ -91,19 +91,7 @@ func buildMiMoV2Flash(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	dense := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	made := map[[2]bool]core.Layer{}
-	blocks := make([]core.Layer, layers)
-	for i := range blocks {
-		k := [2]bool{sliding[i], sparse[i]}
-		if made[k] == nil {
-			ff := core.Layer(dense)
-			if k[1] {
-				ff = moe
-			}
-			made[k] = seq(res(norm("input_layernorm"), attns[k[0]]), res(norm("post_attention_layernorm"), ff))
-		}
-		blocks[i] = made[k]
-	}
+	blocks := windowedMoEBlocks(sliding, sparse, attns, dense, moe, norm)
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
 		stackBlocks("layers", blocks), norm("norm")}
 	return c.finish(head, ls, vocab, tie)

@@ -1,0 +1,77 @@
+package hf
+
+// refusedTypes are model types transformers builds that memsh refuses
+// with the reason, rather than with the list of those it knows.
+var refusedTypes = map[string]refusedType{
+	// Apertus1p5ForConditionalGeneration (models/apertus1p5 at 5.25.0):
+	// the text model after an IBQ vision tokenizer and a WavTokenizer
+	// audio encoder kept in fp32, whose discrete codes it embeds
+	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
+		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
+	"hy_v4": {hyV4Refusal, buildingBlocksHint},
+	// JetMoeForCausalLM (models/jetmoe at 5.25.0): JetMoeAttention's
+	// JetMoeMoA routes each token's q projection and output projection to
+	// num_experts_per_tok of num_local_experts experts (per-expert loops
+	// over JetMoeParallelExperts, index_add back), around one kv_proj whose
+	// k and v are repeated that many times; its MoE MLP runs the same
+	// loops. memsh has no layer for the routed attention.
+	"jetmoe": {"JetMoE's mixture of attention heads (JetMoeMoA: q and o projections routed per token to num_experts_per_tok of num_local_experts experts around a shared kv_proj) is not modelled",
+		"describe it with the building blocks (attention, moe, repeat, model) for an estimate: a dense attention of num_key_value_heads x num_experts_per_tok heads over num_key_value_heads kv heads, kv_channels wide, computes what one token's routed heads do"},
+	"qwen4_exp":      {qwen4ExpRefusal, buildingBlocksHint},
+	"qwen4_exp_text": {qwen4ExpRefusal, buildingBlocksHint},
+	"zaya":           {zayaRefusal, buildingBlocksHint},
+}
+
+// zayaRefusal is why Zyphra's ZAYA1 (ZayaForCausalLM,
+// models/zaya/modular_zaya.py at transformers 5.25.0; in the 5.20.0
+// wheel already) is not read: ZayaCCAProjection makes q and k with
+// Compressed Convolutional Attention (q_proj and k_proj concatenated,
+// padded, through a depthwise and a grouped Conv1d, plus residual paths
+// that average q with k's heads) and v from two half-width projections,
+// the second delayed one token (cat of a projected zero row and all but
+// the last); ZayaQKNorm L2-normalises q and k to sqrt(head_dim) with a
+// learned per-kv-head scale; every layer keeps the residual stream in
+// fp32 behind learned scales and biases (ZayaResidualScaling); its
+// router is an MLP (down_proj to router_hidden_size, RMSNorm, two GELU
+// layers, out_proj over num_experts + 1 classes with a skip expert) fed
+// the previous layer's router state (EDA, router_states_scale). None of
+// these is an nn layer memsh has.
+const zayaRefusal = "ZAYA1's Compressed Convolutional Attention (ZayaCCAProjection: q and k through a depthwise and a grouped Conv1d with residual paths, v half delayed one token), its L2 q/k norm with a learned scale, its fp32 residual stream behind learned scales and biases (ZayaResidualScaling) and its MLP router with a skip expert fed the previous layer's router state are not modelled"
+
+// refusedType is why memsh refuses a model type, and what to do instead.
+type refusedType struct{ why, hint string }
+
+// buildingBlocksHint is the hint of a refused type with no reading of
+// its own to point to.
+const buildingBlocksHint = `describe the model with the building blocks (attention, mlp, moe, repeat, model)`
+
+// hyV4Refusal is why Tencent's HY-V4 (HYV4ForCausalLM,
+// models/hy_v4/modular_hy_v4.py at transformers 5.25.0) is not read: its
+// attention is GLM-5's latent attention with DSA's indexer (shared by
+// layers, indexer_types), a sigmoid gate_proj and a learned sink a head,
+// and HYV4PreTrainedModel runs it eager only (_supports_sdpa and
+// _supports_flash_attn False: "combination of sinks and DSA"), while
+// memsh lowers latent attention under SDPA and flash alone (nn.MLA); its
+// residual is hc_mult streams mixed by DeepSeek-V4's hyper-connections
+// without the Sinkhorn combination (HYV4HyperConnection: pre and post
+// only, post scaled by hc_magnitude), which nn.HyperConnection does not
+// model, and its lm_head runs in fp32.
+const hyV4Refusal = "HY-V4's latent attention with DSA's indexer, an output gate and sinks runs eager only in transformers (HYV4PreTrainedModel has no SDPA or flash path), which memsh does not lower for latent attention, and its hyper-connections (hc_mult streams, DeepSeek-V4's without the Sinkhorn combination, hc_magnitude) are not modelled"
+
+// qwen4ExpRefusal is why Qwen4-Exp (Qwen4ExpForCausalLM and
+// Qwen4ExpForConditionalGeneration, models/qwen4_exp/modular_qwen4_exp.py
+// at transformers 5.25.0) is not read. It builds on Qwen3.5-MoE's Gated
+// DeltaNet and gated attention (which memsh reads) three mechanisms memsh
+// does not model: the residual is hc_count streams, each mixer and MoE
+// reading a low-rank gated mix of them (Qwen4ExpTextGatedResidual: a
+// grouped RMSNorm, input_mix_weight_down/up, block_inject_weight; the
+// model's hyper_connection_mixer in place of the final norm); every
+// indexed_attention layer selects its keys with a QSA indexer
+// (Qwen4ExpTextQSAIndexer, built whatever the config says: without
+// indexer_n_heads the class raises) that loops over each query of each
+// sample in Python under autograd, pooling and scoring compressed key
+// blocks, and hands attention a boolean mask of its own; and the
+// ple_layer_ids layers add hashed n-gram Per-Layer Embeddings
+// (Qwen4ExpTextPLELayer: (ngram_size - 1) x heads_per_ngram tables of
+// about ngram_vocab_size_base rows each, a dilated depthwise conv1d).
+const qwen4ExpRefusal = "Qwen4-Exp's hyper-connection streams (hc_count, Qwen4ExpTextGatedResidual), its QSA indexer, which loops over every query in Python under autograd (indexer_n_heads), and its hashed n-gram Per-Layer Embeddings (ple_layer_ids) are not modelled"
