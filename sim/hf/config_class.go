@@ -195,6 +195,11 @@ var configClasses = map[string]*configClass{
 		defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128"), "num_experts": num("384"), "num_experts_per_tok": num("6"),
 			"moe_intermediate_size": num("512"), "shared_expert_intermediate_size": num("512"), "sliding_window": num("513")}},
 
+	// InternLM3Config (LlamaForCausalLM's config for internlm3): its
+	// attribute_map names the biases qkv_bias and bias
+	"internlm3": {name: "InternLM3Config", aliases: [][2]string{{"qkv_bias", "attention_bias"}, {"bias", "mlp_bias"}},
+		defaults: map[string]any{"num_key_value_heads": num("2"), "head_dim": num("128")}},
+
 	// The others: num_key_value_heads where the class's default is not
 	// the attention heads (a fixed count), head_dim where it is not
 	// hidden_size / heads, and the MoE families' expert counts.

@@ -134,11 +134,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		// config.head_dim, whose default is None
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
-	if (c.modelType == "llama" || c.modelType == "jais2" || c.modelType == "hyperclovax" || f.cwm) && heads > 0 && hidden%heads != 0 && c.err == nil {
-		// LlamaConfig.validate_architecture (Jais2Config's and
-		// HyperCLOVAXConfig's the same), whatever head_dim says
-		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", hidden, heads,
-			map[string]string{"llama": "LlamaConfig", "jais2": "Jais2Config", "hyperclovax": "HyperCLOVAXConfig", "cwm": "CwmConfig"}[c.modelType])
+	if class := hiddenHeadsClasses[c.modelType]; class != "" && heads > 0 && hidden%heads != 0 && c.err == nil {
+		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", hidden, heads, class)
 	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)

@@ -297,6 +297,12 @@ var hfFamilies = []hfFamily{
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).
+	// internlm3: InternLM3 as LlamaForCausalLM; 5.23.0 is the first
+	// wheel with models/internlm3 (absent from 5.22.2; unzip -l), its
+	// InternLM3Config 5.25.0's but for keys_to_ignore_at_inference
+	// (diff read). internlm3.go.
+	{modelType: "internlm3", prefix: "Llama", base: "model", heads: decoderHeads, build: buildInternLM3, since: [2]int{5, 23},
+		sinceWhy: "earlier releases load InternLM3 only with trust_remote_code, the hub's own InternLM3ForCausalLM, which memsh does not model"},
 	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true, paramRouterSince: [2]int{5, 21}}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
