@@ -179,6 +179,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mpt (MPT-7B, MPT-30B, transformers 4.32) runs MptAttention's own eager attention (ALiBi in fp32, a saved bool mask) whatever attn says, with bias-free LayerNorms and linears and a 4x GELU MLP; attn_config.clip_qkv is refused. " +
 			"exaone (EXAONE 3.0, 3.5, transformers 5.24) is LlamaForCausalLM, as transformers builds it, with config.json's num_layers, activation_function and layer_norm_epsilon read as Llama's keys. " +
 			"internlm3 (InternLM3-8B-Instruct, transformers 5.23) is LlamaForCausalLM, as transformers builds it, with config.json's qkv_bias and bias read as attention_bias and mlp_bias (which must agree) and InternLM3Config's defaults, 2 kv heads and head_dim 128. " +
+			"iquestcoder (IQuest-Coder-V1, transformers 5.23) is LlamaForCausalLM, as transformers builds it, with IQuestCoderConfig's defaults, 8 kv heads and head_dim 128; clip_qkv and use_sliding_window are refused. " +
 			"nemotron (Minitron-4B and -8B, Nemotron-Mini-4B, transformers 4.44) is Llama with attention_bias and mlp_bias, an up_proj, relu2, down_proj MLP, LayerNorm1P norms (weight + 1.0, saved) and the first partial_rotary_factor (0.5) of each head rotated. " +
 			"gpt_bigcode (StarCoder, StarCoderBase, SantaCoder, transformers 4.54) is GPT-2's layer with nn.Linear projections and one fused c_attn, multi_query's single k and v head repeated by eager attention and read as it is by SDPA; add_cross_attention is refused. " +
 			"gptj (GPT-J-6B, transformers 5.24) runs attention and a gelu_new MLP side by side on one LayerNorm, a rope on adjacent pairs of each head's first rotary_dim dims, q and k cast to fp32 by eager attention; lm_head has a bias; rotary_dim null is refused. " +
@@ -252,6 +253,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"vaultgemma 4.57 (attn=\"sdpa\" runs eager from 5.21), " +
 			"exaone 5.24, " +
 			"internlm3 5.23, " +
+			"iquestcoder 5.23, " +
 			"mpt 4.32, " +
 			"deberta-v2 4.53, " +
 			"cohere2 4.48, " +

@@ -199,6 +199,8 @@ var configClasses = map[string]*configClass{
 	// attribute_map names the biases qkv_bias and bias
 	"internlm3": {name: "InternLM3Config", aliases: [][2]string{{"qkv_bias", "attention_bias"}, {"bias", "mlp_bias"}},
 		defaults: map[string]any{"num_key_value_heads": num("2"), "head_dim": num("128")}},
+	// IQuestCoderConfig (LlamaForCausalLM's config for iquestcoder)
+	"iquestcoder": {name: "IQuestCoderConfig", defaults: map[string]any{"num_key_value_heads": num("8"), "head_dim": num("128")}},
 
 	// The others: num_key_value_heads where the class's default is not
 	// the attention heads (a fixed count), head_dim where it is not

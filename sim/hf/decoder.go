@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/memsh/memsh/sim/core"
@@ -135,7 +136,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
 	if class := hiddenHeadsClasses[c.modelType]; class != "" && heads > 0 && hidden%heads != 0 && c.err == nil {
-		c.fail("hidden_size", "(%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", hidden, heads, class)
+		c.err = &units.Error{Msg: fmt.Sprintf("%q (%d) is not a multiple of num_attention_heads (%d): %s refuses it (validate_architecture)", c.at("hidden_size"), hidden, heads, class),
+			Hint: "transformers loads no such config whatever head_dim says: check hidden_size and num_attention_heads against the checkpoint's config.json"}
 	}
 	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)

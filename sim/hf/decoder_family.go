@@ -110,7 +110,7 @@ type decoderFamily struct {
 
 func decoderFamilyOf(mt string) decoderFamily {
 	switch mt {
-	case "llama", "exaone", "internlm3": // LlamaForCausalLM (exaone.go, internlm3.go)
+	case "llama", "exaone", "internlm3", "iquestcoder": // LlamaForCausalLM (exaone.go, internlm3.go, iquestcoder.go)
 		return decoderFamily{biasFlags: true, actKey: "hidden_act"}
 	case "mistral", "ministral3": // Ministral3Config reads sliding_window as MistralConfig does
 		return decoderFamily{everyWindow: true, actKey: "hidden_act"}

@@ -304,6 +304,12 @@ var hfFamilies = []hfFamily{
 	{modelType: "internlm3", prefix: "Llama", base: "model", heads: decoderHeads, build: buildInternLM3, since: [2]int{5, 23},
 		sinceWhy: "earlier releases load InternLM3 only with trust_remote_code, the hub's own InternLM3ForCausalLM, which memsh does not model"},
 	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
+	// iquestcoder: IQuest-Coder-V1 as LlamaForCausalLM; 5.23.0 is the
+	// first wheel with models/iquestcoder (absent from 5.22.2; unzip -l),
+	// its IQuestCoderConfig 5.25.0's but for keys_to_ignore_at_inference
+	// (diff read). iquestcoder.go.
+	{modelType: "iquestcoder", prefix: "Llama", base: "model", heads: decoderHeads, build: buildIQuestCoder, since: [2]int{5, 23},
+		sinceWhy: "earlier releases load IQuest-Coder only with trust_remote_code, the hub's own IQuestCoderForCausalLM, which memsh does not model"},
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true, paramRouterSince: [2]int{5, 21}}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).

@@ -11,4 +11,5 @@ var hiddenHeadsClasses = map[string]string{
 	"hyperclovax": "HyperCLOVAXConfig",
 	"cwm":         "CwmConfig",
 	"internlm3":   "InternLM3Config",
+	"iquestcoder": "IQuestCoderConfig",
 }

@@ -66,6 +66,7 @@ CASES = [
     ("ernie4_5_moe-tiny.json", "", ("Ernie4_5_MoeForCausalLM",)),
     ("exaone-tiny.json", "", ("LlamaForCausalLM",)),
     ("internlm3-tiny.json", "", ("LlamaForCausalLM",)),
+    ("iquestcoder-tiny.json", "", ("LlamaForCausalLM",)),
     ("exaone4-tiny.json", "", ("Exaone4ForCausalLM",)),
     ("exaone_moe-tiny.json", "", ("ExaoneMoeForCausalLM",)),
     ("falcon-h1-tiny.json", "", ("FalconH1ForCausalLM",)),
