@@ -38,7 +38,7 @@ import (
 //     (attention.py).
 var llamaFactoryTrainer = &trainer{
 	name:     "llamafactory",
-	about:    "LLaMA-Factory's training YAML (llamafactory-cli train) with the model's config.json: stage sft or pt, finetuning_type lora or full, lora_rank/lora_alpha/lora_target, quantization_bit, cutoff_len and packing, flash_attn, gradient checkpointing, TrainingArguments' batch, precision, optimizer, DeepSpeed and FSDP",
+	about:    "LLaMA-Factory's training YAML (llamafactory-cli train) with the model's config.json: stage sft, pt or dpo, finetuning_type lora or full, lora_rank/lora_alpha/lora_target, quantization_bit, cutoff_len and packing, flash_attn, gradient checkpointing, TrainingArguments' batch, precision, optimizer, DeepSpeed and FSDP",
 	exts:     []string{".yaml", ".yml", ".json"},
 	parse:    parseHF,
 	modelKey: "model_name_or_path",
@@ -67,9 +67,9 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if stage != "sft" && stage != "pt" {
-		return nil, t.errorf("stage", "memsh replays causal-LM training: stage sft or pt",
-			"stage %s is not modelled (a reward, PPO, DPO or KTO run keeps other models and heads)", quoteKey(stage))
+	if stage != "sft" && stage != "pt" && stage != "dpo" {
+		return nil, t.errorf("stage", "memsh replays causal-LM training and DPO: stage sft, pt or dpo",
+			"stage %s is not modelled (a reward, PPO or KTO run keeps other models and heads)", quoteKey(stage))
 	}
 	for _, k := range []string{"use_unsloth", "use_unsloth_gc", "use_galore", "use_apollo", "use_badam", "use_kt", "use_llama_pro",
 		"pissa_init", "use_mca", "use_muon", "use_adam_mini", "shift_attn", "neat_packing"} {
@@ -124,7 +124,13 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 	if err := llamaFactoryModelArgs(t); err != nil {
 		return nil, err
 	}
-	return hfPlanAs(t, o, hfRun{kbitNormsFP32: upcastNorms, adaptersInBaseDtype: pure})
+	run := hfRun{kbitNormsFP32: upcastNorms, adaptersInBaseDtype: pure}
+	if stage == "dpo" {
+		if run.preference, err = llamaFactoryDPO(t, kind, pure); err != nil {
+			return nil, err
+		}
+	}
+	return hfPlanAs(t, o, run)
 }
 
 // llamaFactoryQuant is quantization_bit with bitsandbytes: 4-bit nf4 with

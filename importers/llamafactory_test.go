@@ -67,6 +67,28 @@ func TestLlamaFactory(t *testing.T) {
              gpu = "H100-80GB", precision = "bf16-mixed", optimizer = adamw(fused = True),
              parallel = parallel(dp = 8, zero = 3, reduce_bucket_size = "auto", stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 1000000000))`,
 	}, {
+		// stage dpo: a pair is two rows (PairwiseDataCollatorWithPadding), the
+		// reference the policy with its adapters disabled
+		name:        "Qwen3 LoRA DPO",
+		file:        "llamafactory/qwen3_lora_dpo.yaml",
+		step:        hfStep(2, 8, 1, 2048),
+		opts:        Options{Model: "qwen3-8b.json"},
+		files:       qwen3,
+		notModelled: []string{llamaFactoryCutoff},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             preference = dpo(reference = "adapters", trainer = "llamafactory"))`,
+	}, {
+		name:        "Qwen3 LoRA ORPO: no reference",
+		file:        "llamafactory/qwen3_lora_dpo.yaml",
+		step:        hfStep(2, 8, 1, 2048),
+		opts:        Options{Model: "qwen3-8b.json", Overrides: []string{"pref_loss=orpo"}},
+		files:       qwen3,
+		notModelled: []string{llamaFactoryCutoff},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             preference = dpo(reference = "none", trainer = "llamafactory"))`,
+	}, {
 		name:  "Qwen3 full SFT on one GPU: fp32 weights under bf16 autocast, checkpointing off",
 		file:  "llamafactory/qwen3_full_sft.yaml",
 		step:  hfStep(1, 2, 1, 1024),
@@ -80,8 +102,14 @@ func TestLlamaFactory(t *testing.T) {
 func TestLlamaFactoryErrors(t *testing.T) {
 	const base = "model_name_or_path: meta-llama/Meta-Llama-3-8B\nfinetuning_type: lora\n"
 	runErrorCases(t, []errorCase{
-		{name: "DPO", file: "r.yaml", config: base + "stage: dpo\n",
-			want: "r.yaml:3: key stage: stage dpo is not modelled (a reward, PPO, DPO or KTO run keeps other models and heads)", wantHint: "sft or pt"},
+		{name: "KTO", file: "r.yaml", config: base + "stage: kto\n",
+			want: "r.yaml:3: key stage: stage kto is not modelled (a reward, PPO or KTO run keeps other models and heads)", wantHint: "sft, pt or dpo"},
+		{name: "DPO against another checkpoint", file: "r.yaml", config: base + "stage: dpo\nref_model: meta-llama/Meta-Llama-3-8B-Instruct\n",
+			want: "r.yaml:4: key ref_model: a reference model from another checkpoint is not modelled", wantHint: "adapters disabled"},
+		{name: "full DPO with fp32 weights", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: full\nstage: dpo\nbf16: true\n",
+			want: "r.yaml:2: key finetuning_type: a full DPO run trains fp32 weights beside a reference copy in the compute dtype: not modelled (memsh's copy is in the policy's dtype)", wantHint: "pure_bf16"},
+		{name: "an unknown preference loss", file: "r.yaml", config: base + "stage: dpo\npref_loss: bco\n",
+			want: "r.yaml:4: key pref_loss: unknown loss bco", wantHint: "sigmoid, hinge"},
 		{name: "freeze tuning", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: freeze\n",
 			want: "r.yaml:2: key finetuning_type: finetuning_type freeze is not modelled", wantHint: "lora and full"},
 		{name: "a quantized full fine-tune", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: full\nquantization_bit: 4\n",

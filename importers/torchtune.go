@@ -27,6 +27,7 @@ var torchtuneTrainer = &trainer{
 		"optimizer.weight_decay", "optimizer.betas", "optimizer.eps", "optimizer.foreach", "low_cpu_ram",
 		"cudnn_deterministic_mode", "collate_fn", "loss.ignore_index",
 		"activation_offloading_use_streams",
+		"ref_checkpointer.*", "loss.beta", "loss.label_smoothing", "loss.gamma", // the DPO recipes' reference checkpoint and loss weights
 	},
 }
 
@@ -404,11 +405,31 @@ func torchtuneLoss(t *tree, p *plan) error {
 			p.set("loss_chunks", num(chunks))
 		}
 	case "torch.nn.CrossEntropyLoss":
+	case torchtuneDPOLoss, torchtuneRSOLoss: // the DPO recipes (lora_dpo_*.py, full_dpo_distributed.py)
+		ref := "model" // full_dpo_distributed.py's _ref_model
+		if p.has("lora") {
+			ref = "adapters" // disable_adapter(self._model)
+		}
+		p.set("preference", call("dpo", kw("reference", str(ref)), kw("trainer", str("torchtune"))))
 	default:
-		return t.errorf("loss._component_", "memsh knows LinearCrossEntropyLoss, CEWithChunkedOutputLoss and torch.nn.CrossEntropyLoss",
+		return t.errorf("loss._component_", "memsh knows LinearCrossEntropyLoss, CEWithChunkedOutputLoss, torch.nn.CrossEntropyLoss and the DPO recipes' DPOLoss and RSOLoss",
 			"unknown loss %s", quoteKey(comp))
 	}
 	return nil
+}
+
+// The losses of torchtune's DPO recipes (torchtune/rlhf/loss/dpo.py at
+// bd2a0fc): DPOLoss and RSOLoss (its hinge), both scoring the
+// reference's log-probabilities (is_reference_free False).
+const (
+	torchtuneDPOLoss = "torchtune.rlhf.loss.DPOLoss"
+	torchtuneRSOLoss = "torchtune.rlhf.loss.RSOLoss"
+)
+
+// torchtuneDPO reports whether the config is one of the DPO recipes'.
+func torchtuneDPO(t *tree) bool {
+	comp, _ := t.str("loss._component_", "")
+	return comp == torchtuneDPOLoss || comp == torchtuneRSOLoss
 }
 
 // torchtuneLayout is the distributed recipes' layout: FSDP2 over every GPU,
@@ -459,6 +480,10 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	}
 	if gpus == 1 {
 		return nil // the single-device recipes: the keys above are the distributed recipes'
+	}
+	if torchtuneDPO(t) { // core's DPO runs on one GPU or DDP/ZeRO-1/2 (preference.go)
+		return t.errorf("loss._component_", "--gpus 1 replays the recipe on one GPU",
+			"not modelled: the distributed DPO recipes (FSDP2 over the policy, and under full_dpo_distributed.py over the reference copy too)")
 	}
 	// full_finetune_distributed.py:221-227 (bd2a0fc; qat_distributed.py the
 	// same) raises on clipping with the optimizer stepped in backward; the

@@ -202,6 +202,11 @@ func TestDPORefused(t *testing.T) {
 		{"loss_chunks", func(p *core.Plan) { p.LossChunks = 4 }, "loss_chunks does not apply"},
 		{"liger", func(p *core.Plan) { p.FusedLoss = "liger" }, "loss_chunks does not apply"},
 		{"eval", func(p *core.Plan) { p.Phase = core.Eval }, "is a training objective"},
+		{"unknown trainer", func(p *core.Plan) { p.Preference.Trainer, p.Preference.TRL = "axolotl", "" }, `unknown trainer "axolotl"`},
+		{"trl under torchtune", func(p *core.Plan) { p.Preference.Trainer = core.TrainerTorchtune }, `trl="1.15" picks a TRL release`},
+		{"precomputed under llamafactory", func(p *core.Plan) {
+			p.Preference.Trainer, p.Preference.TRL, p.Preference.Reference = core.TrainerLlamaFactory, "", core.RefPrecomputed
+		}, "computes the reference's log-probabilities in every step"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := dpoPlan(core.RefModel, core.TRLFusedHead)

@@ -15,9 +15,11 @@ func preferenceNote(plan *core.Plan, prog *core.Program) string {
 	if pr == nil {
 		return ""
 	}
-	rows := fmt.Sprintf("dpo (TRL %s): %s of %s, each a chosen and a rejected row of %d tokens", trlReleases(pr.TRL),
+	rows := fmt.Sprintf("dpo (%s): %s of %s, each a chosen and a rejected row of %d tokens", trainerName(pr),
 		units.Count(plan.Batch*pr.Rows(), "row"), units.Count(plan.Batch, "pair"), plan.Seq)
 	switch pr.Reference {
+	case core.RefNone:
+		return rows + "; a loss without a reference (ORPO, SimPO): no reference forward"
 	case core.RefPrecomputed:
 		return rows + "; the reference log-probabilities come with the batch (precompute_ref_log_probs): no reference forward"
 	case core.RefAdapters:
@@ -37,10 +39,16 @@ func preferenceNote(plan *core.Plan, prog *core.Program) string {
 		rows, units.FormatBytes(bytes))
 }
 
-// trlReleases names the releases a Preference.TRL spelling stands for.
-func trlReleases(trl string) string {
-	if trl == core.TRLLogits {
-		return "1.8 to 1.13"
+// trainerName names the trainer of pr, and for TRL the releases its
+// Preference.TRL spelling stands for.
+func trainerName(pr *core.Preference) string {
+	switch {
+	case pr.Trainer == core.TrainerTorchtune:
+		return "torchtune's recipes"
+	case pr.Trainer == core.TrainerLlamaFactory:
+		return "LLaMA-Factory's stage dpo"
+	case pr.TRL == core.TRLLogits:
+		return "TRL 1.8 to 1.13"
 	}
-	return "1.15 and later"
+	return "TRL 1.15 and later"
 }

@@ -221,7 +221,11 @@ func (x *Plan) Summary() string {
 		parts = append(parts, p.Quant)
 	}
 	if pr := p.Preference; pr != nil {
-		parts = append(parts, fmt.Sprintf("dpo (reference %s, trl %s)", pr.Reference, pr.TRL))
+		how := "trl " + pr.TRL
+		if pr.TRL == "" {
+			how = pr.Trainer
+		}
+		parts = append(parts, fmt.Sprintf("dpo (reference %s, %s)", pr.Reference, how))
 	}
 	if p.Phase == core.Eval {
 		parts = append(parts, "eval")

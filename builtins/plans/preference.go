@@ -21,13 +21,17 @@ func (x DPO) Truth() starlark.Bool  { return starlark.True }
 func (x DPO) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 
 func (x DPO) String() string {
-	if x.p.Reference == "" {
-		return fmt.Sprintf("dpo(trl=%q)", x.p.TRL)
+	how := fmt.Sprintf("trl=%q", x.p.TRL)
+	if x.p.Trainer != "" && x.p.Trainer != core.TrainerTRL {
+		how = fmt.Sprintf("trainer=%q", x.p.Trainer)
 	}
-	return fmt.Sprintf("dpo(reference=%q, trl=%q)", x.p.Reference, x.p.TRL)
+	if x.p.Reference == "" {
+		return fmt.Sprintf("dpo(%s)", how)
+	}
+	return fmt.Sprintf("dpo(reference=%q, %s)", x.p.Reference, how)
 }
 
-var dpoAttrNames = []string{"reference", "trl"}
+var dpoAttrNames = []string{"reference", "trainer", "trl"}
 
 func (x DPO) AttrNames() []string { return dpoAttrNames }
 
@@ -38,7 +42,15 @@ func (x DPO) Attr(name string) (starlark.Value, error) {
 			return starlark.None, nil
 		}
 		return starlark.String(x.p.Reference), nil
+	case "trainer":
+		if x.p.Trainer == "" {
+			return starlark.String(core.TrainerTRL), nil
+		}
+		return starlark.String(x.p.Trainer), nil
 	case "trl":
+		if x.p.TRL == "" {
+			return starlark.None, nil
+		}
 		return starlark.String(x.p.TRL), nil
 	}
 	return nil, nil
@@ -48,16 +60,21 @@ func (x DPO) Attr(name string) (starlark.Value, error) {
 func PreferenceBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "dpo",
-		Sig:  `dpo(reference=None, trl="1.15")`,
+		Sig:  `dpo(reference=None, trl=None, trainer="trl")`,
 		Doc: "TRL's DPOTrainer as the step's objective, for train(..., preference=dpo(...)) (docs/dpo.md): batch= counts pairs, each a chosen and a rejected completion " +
 			"concatenated along the batch, so the model runs 2 x batch rows of seq tokens (the padded length of prompt and completion; tokens/s counts both rows); " +
 			"the policy's forward and its per-token log-probabilities, then the reference model's forward under torch.no_grad() with gradient checkpointing disabled, " +
 			"on top of everything the policy saved, then the sigmoid loss of the log-ratio margins, then the backward. " +
 			"reference: \"model\" (a second copy of the model in the policy's dtype, never trained: TRL's default for a full fine-tune; its weights are r.params' too, and under autocast its casts are cached as the policy's are, since TRL leaves them requiring grad), " +
-			"\"adapters\" (the policy with its LoRA adapters disabled: the default with lora=), \"precomputed\" (precompute_ref_log_probs=True: no reference forward in the step); None picks TRL's default. " +
+			"\"adapters\" (the policy with its LoRA adapters disabled: the default with lora=), \"precomputed\" (precompute_ref_log_probs=True: no reference forward in the step), " +
+			"\"none\" (a loss without a reference: LLaMA-Factory's pref_loss orpo and simpo); None picks the trainer's default (adapters under lora=, else model). " +
 			"trl: \"1.15\" (TRL 1.15 and later, 1.16.0 read: add_fused_lm_head scores the completion tokens in tiles of 4,096 tokens by 32,768 vocabulary entries and never makes the logits; " +
 			"the hidden states of the scored positions copied, seven fp32 statistics a token, fp32 gradient buffers in the backward) or \"1.8\" (TRL 1.8 to 1.13, 1.8.0 read, the release Axolotl pins: " +
-			"the model's whole logits, held until the loss, then log_softmax and gather one row at a time, each row's log_softmax saved; 16-bit logits only). " +
+			"the model's whole logits, held until the loss, then log_softmax and gather one row at a time, each row's log_softmax saved; 16-bit logits only); None is \"1.15\". " +
+			"trainer: \"trl\" (TRL's DPOTrainer, as trl= says), \"torchtune\" (torchtune's DPO recipes: the logits upcast to fp32, divided by the temperature and log_softmax'd whole, the log_softmax saved; " +
+			"with reference=\"adapters\" the LoRA recipes, which keep the reference's fp32 logits until the next micro-batch's policy forward has scored its rows, with \"model\" full_dpo_distributed.py, " +
+			"which scores the chosen and the rejected half apart and deletes the reference's logits) or \"llamafactory\" (LLaMA-Factory's stage dpo: the logits upcast to fp32 and log_softmax'd whole, " +
+			"a contiguous copy of the shifted logits first, the policy's fp32 logits held until the loss); trl= is TRL's alone, and \"precomputed\" too. " +
 			"memsh scores every position of a row (TRL masks the prompt and the padding): an upper bound. One GPU or data parallelism (ddp, zero 1 or 2); " +
 			"ZeRO-3, FSDP, tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",
 		Fn: dpoFn,
@@ -65,18 +82,28 @@ func PreferenceBuiltins() []host.Builtin {
 }
 
 func dpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var ref starlark.Value = starlark.None
-	trl := core.TRLFusedHead
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "reference?", &ref, "trl?", &trl); err != nil {
+	var ref, trlV starlark.Value = starlark.None, starlark.None
+	trainer := core.TrainerTRL
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "reference?", &ref, "trl?", &trlV, "trainer?", &trainer); err != nil {
 		return nil, err
 	}
-	p := core.Preference{TRL: trl}
+	p := core.Preference{Trainer: trainer}
+	switch t := trlV.(type) {
+	case starlark.NoneType:
+		if trainer == core.TrainerTRL {
+			p.TRL = core.TRLFusedHead
+		}
+	case starlark.String:
+		p.TRL = string(t)
+	default:
+		return nil, fmt.Errorf("dpo: trl must be None, %q or %q (got %s)", core.TRLFusedHead, core.TRLLogits, trlV.Type())
+	}
 	switch r := ref.(type) {
 	case starlark.NoneType:
 	case starlark.String:
 		p.Reference = string(r)
 	default:
-		return nil, fmt.Errorf("dpo: reference must be None, %q, %q or %q (got %s)", core.RefModel, core.RefAdapters, core.RefPrecomputed, ref.Type())
+		return nil, fmt.Errorf("dpo: reference must be None, %q, %q, %q or %q (got %s)", core.RefModel, core.RefAdapters, core.RefPrecomputed, core.RefNone, ref.Type())
 	}
 	// The names are checked here, where the call is; the rest with the plan.
 	check := p
@@ -84,10 +111,6 @@ func dpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		check.Reference = core.RefModel
 	}
 	if err := check.Validate(); err != nil {
-		known := []string{core.RefModel, core.RefAdapters, core.RefPrecomputed, core.TRLFusedHead, core.TRLLogits}
-		if h := host.DidYouMean(p.Reference, known); h != "" {
-			return nil, host.WithHint(err, h)
-		}
 		return nil, err
 	}
 	return DPO{p}, nil

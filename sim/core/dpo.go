@@ -20,11 +20,16 @@ const RefForward = "reference"
 // dpoLoss lowers the DPO objective after the policy's body: in is the
 // batch's input_ids, x what the body returned (the logits under TRL 1.8,
 // the last hidden states under 1.15).
-func (b *Builder) dpoLoss(m *Model, in, x Value) Value {
+func (b *Builder) dpoLoss(m *Model, in, x, before Value) Value {
 	pr := b.pref
-	policy, held := b.preferenceLogProbs(m, x)
+	policy, held := b.preferenceLogProbs(m, x, false)
+	if before != NoValue { // rebound after the policy's log-probabilities (dpo_logits.go)
+		b.KeepAlive("reference_outputs", before)
+	}
 	var ref Value
 	switch pr.Reference {
+	case RefNone: // a loss without a reference
+		ref = NoValue
 	case RefPrecomputed:
 		ref = b.input("ref_logps", []int64{b.Batch}, units.FP32)
 		b.Val(ref).Why = "ref_chosen_logps and ref_rejected_logps of the batch (precompute_ref_log_probs)"
@@ -34,7 +39,11 @@ func (b *Builder) dpoLoss(m *Model, in, x Value) Value {
 		held = append(held, refHeld...)
 	}
 	defer b.Scope("loss")()
-	i := b.AddOp(PreferenceOp, "dpo_loss", append([]Value{policy, ref}, held...))
+	ins := []Value{policy}
+	if ref != NoValue {
+		ins = append(ins, ref)
+	}
+	i := b.AddOp(PreferenceOp, "dpo_loss", append(ins, held...))
 	// The held outputs get no gradient from the loss; the policy's summed
 	// log-probabilities get one of [rows] elements (a few bytes), which
 	// memsh does not allocate.
@@ -43,9 +52,13 @@ func (b *Builder) dpoLoss(m *Model, in, x Value) Value {
 }
 
 // preferenceLogProbs lowers the log-probabilities of x's rows as the
-// plan's TRL release computes them and returns their sums per row and
-// what the model's output holds until the loss.
-func (b *Builder) preferenceLogProbs(m *Model, x Value) (Value, []Value) {
+// plan's trainer (and TRL release) computes them, ref when they are the
+// reference's, and returns their sums per row and what is held until
+// the loss.
+func (b *Builder) preferenceLogProbs(m *Model, x Value, ref bool) (Value, []Value) {
+	if b.pref.trainer() != TrainerTRL {
+		return b.wholeLogProbs(x, ref)
+	}
 	if b.pref.TRL == TRLLogits {
 		return b.trlRowLogProbs(x), []Value{x} // outputs.logits
 	}
@@ -85,7 +98,7 @@ func (b *Builder) referenceLogProbs(m *Model, in Value) (Value, []Value) {
 	if b.pref.Reference == RefAdapters && len(b.P.Params) != params {
 		panic(LowerError{units.Errorf(b.Name(""), "internal error: the reference forward registered %d parameters the policy has not", len(b.P.Params)-params)})
 	}
-	lp, held := b.preferenceLogProbs(m, y)
+	lp, held := b.preferenceLogProbs(m, y, true)
 	if b.pref.Reference == RefAdapters && len(b.P.Params) != params {
 		panic(LowerError{units.Errorf(b.Name(""), "internal error: the reference head registered %d parameters the policy has not", len(b.P.Params)-params)})
 	}

@@ -273,7 +273,8 @@ func (m *Model) lower(b *Builder) (err error) {
 		return nil
 	}
 	if b.pref != nil { // DPO: the policy, the reference, the loss (dpo.go)
-		b.P.Loss = b.dpoLoss(m, x, m.lowerBody(b, x))
+		before := b.referenceBefore(m) // torchtune's LoRA recipes: the micro-batch before's reference logits
+		b.P.Loss = b.dpoLoss(m, x, m.lowerBody(b, x), before)
 		return nil
 	}
 	batch := b.loadMegatronBatch(true, true)
@@ -295,7 +296,7 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		b.KeepAlive("inputs_embeds", b.embedOut)
 	}
 	if m.Vocab > 0 {
-		if b.pref != nil && b.pref.TRL == TRLFusedHead { // TRL's fused LM head (trl_fused_head.go) runs in the loss
+		if b.pref.FusedHead() { // TRL's fused LM head (trl_fused_head.go) runs in the loss
 			return x
 		}
 		if b.Ft.chunkHead(m) { // loss_chunks, returns the loss

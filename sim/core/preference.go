@@ -19,11 +19,45 @@ import (
 // log-ratio margins is a handful of [batch] tensors.
 type Preference struct {
 	// Reference: where the reference log-probabilities come from
-	// (RefModel, RefAdapters, RefPrecomputed).
+	// (RefModel, RefAdapters, RefPrecomputed, RefNone).
 	Reference string
+	// Trainer: whose DPO step runs (TrainerTRL, TrainerTorchtune,
+	// TrainerLlamaFactory); "" is TRL's.
+	Trainer string
 	// TRL: the DPOTrainer release whose log-probability path the step
-	// runs (TRLFusedHead, TRLLogits).
+	// runs (TRLFusedHead, TRLLogits); "" under another trainer.
 	TRL string
+}
+
+// The trainers whose DPO steps memsh replays.
+const (
+	// TrainerTRL: TRL's DPOTrainer, its log-probabilities as Preference.TRL
+	// says.
+	TrainerTRL = "trl"
+	// TrainerTorchtune: torchtune's DPO recipes (recipes/lora_dpo_*.py,
+	// full_dpo_distributed.py): the whole logits upcast to fp32, divided
+	// by the temperature, log_softmax'd at once; the reference's logits
+	// held to the next micro-batch (dpo_logits.go).
+	TrainerTorchtune = "torchtune"
+	// TrainerLlamaFactory: LLaMA-Factory's CustomDPOTrainer (src/
+	// llamafactory/train/dpo/trainer.py): the whole logits upcast to fp32
+	// and log_softmax'd at once, the policy's held until the loss
+	// (dpo_logits.go).
+	TrainerLlamaFactory = "llamafactory"
+)
+
+// trainer is pr's trainer, TRL's when none is named.
+func (pr *Preference) trainer() string {
+	if pr.Trainer == "" {
+		return TrainerTRL
+	}
+	return pr.Trainer
+}
+
+// FusedHead reports whether the step runs TRL's fused LM head
+// (trl_fused_head.go): the model's body returns its last hidden states.
+func (pr *Preference) FusedHead() bool {
+	return pr != nil && pr.trainer() == TrainerTRL && pr.TRL == TRLFusedHead
 }
 
 // The reference models of DPOTrainer (trl/trainer/dpo_trainer.py).
@@ -40,6 +74,9 @@ const (
 	// log-probabilities computed before training and read from the batch:
 	// no reference forward in the step.
 	RefPrecomputed = "precomputed"
+	// RefNone: a loss without a reference (LLaMA-Factory's pref_loss orpo
+	// and simpo): no reference forward, nothing from the batch.
+	RefNone = "none"
 )
 
 // The DPOTrainer releases whose log-probabilities memsh replays.
@@ -80,11 +117,21 @@ func RefOf(lora *LoRA) string {
 
 // Validate checks the objective's own names.
 func (pr *Preference) Validate() error {
+	tr := pr.trainer()
 	switch {
-	case pr.Reference != RefModel && pr.Reference != RefAdapters && pr.Reference != RefPrecomputed:
+	case pr.Reference != RefModel && pr.Reference != RefAdapters && pr.Reference != RefPrecomputed && pr.Reference != RefNone:
 		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown reference %q", pr.Reference),
-			Hint: fmt.Sprintf("reference is %q (a frozen copy of the model), %q (the policy with its LoRA adapters disabled) or %q (precompute_ref_log_probs)", RefModel, RefAdapters, RefPrecomputed)}
-	case pr.TRL != TRLFusedHead && pr.TRL != TRLLogits:
+			Hint: fmt.Sprintf("reference is %q (a frozen copy of the model), %q (the policy with its LoRA adapters disabled), %q (precompute_ref_log_probs) or %q (a loss without one: ORPO, SimPO)", RefModel, RefAdapters, RefPrecomputed, RefNone)}
+	case tr != TrainerTRL && tr != TrainerTorchtune && tr != TrainerLlamaFactory:
+		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown trainer %q", pr.Trainer),
+			Hint: fmt.Sprintf("trainer is %q (TRL's DPOTrainer), %q (torchtune's DPO recipes) or %q (LLaMA-Factory's stage dpo)", TrainerTRL, TrainerTorchtune, TrainerLlamaFactory)}
+	case tr != TrainerTRL && pr.TRL != "":
+		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("trl=%q picks a TRL release, and trainer=%q runs its own log-probabilities", pr.TRL, tr),
+			Hint: "drop trl= (or trainer=)"}
+	case tr != TrainerTRL && pr.Reference == RefPrecomputed:
+		return &units.Error{Path: "dpo", Msg: fmt.Sprintf(`reference="precomputed" is TRL's precompute_ref_log_probs; trainer=%q computes the reference's log-probabilities in every step`, tr),
+			Hint: `reference="model" or "adapters"`}
+	case tr == TrainerTRL && pr.TRL != TRLFusedHead && pr.TRL != TRLLogits:
 		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown trl %q", pr.TRL),
 			Hint: fmt.Sprintf("trl is %q (TRL 1.15 and later: the fused LM head) or %q (TRL 1.8 to 1.13: logits and selective_log_softmax); 1.14's fused log-softmax kernel over the logits is not modelled", TRLFusedHead, TRLLogits)}
 	}
@@ -135,7 +182,7 @@ func (p *Plan) validatePreference() error {
 	case pr.TRL == TRLLogits && (p.Precision.Compute == units.FP32 || (m.ForwardUpcast && m.LogitsFP32)):
 		return &units.Error{Path: "dpo", Msg: `trl="1.8": selective_log_softmax over fp32 logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled`,
 			Hint: `use precision="bf16", "bf16-mixed" or "fp16", or trl="1.15"`}
-	case pr.TRL == TRLFusedHead && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
+	case pr.FusedHead() && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
 		return &units.Error{Path: "train", Msg: `preference=dpo(trl="1.15") reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,
 			Hint: `leave lm_head out of lora(targets=...), or trl="1.8"`}
 	}

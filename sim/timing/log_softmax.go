@@ -248,3 +248,46 @@ const (
 // torch.zeros of loss_1d and of m_d_X_y (triton/cross_entropy.py at
 // TransformerEngine release_v2.3).
 const teCESmallKernels = 2
+
+// logSoftmax prices a log_softmax op of its own (the DPO trainers'
+// log-probabilities: core/dpo_logits.go, core/trl_logits.go) in eager
+// dispatch by its kernels' passes, as crossEntropy's log_softmax:
+// host_softmax copies a non-contiguous input first (the op's WorkF: read
+// and written once), cunn_SoftMaxForward reads a row wider than a block's
+// shared memory three times and writes it once (a narrower row is read
+// once), and cunn_SoftMaxBackward reads the output's gradient twice (once
+// for the persistent kernel) and the output once and writes the input's
+// gradient. ok is false for other ops and under a compiler.
+func (pr *pricer) logSoftmax(op *core.OpInfo) (OpCost, bool) {
+	if op.Kind != "log_softmax" || pr.dispatch != DispatchEager || len(op.In) != 1 || len(op.Out) != 1 {
+		return OpCost{}, false
+	}
+	out := &pr.prog.Values[op.Out[0]]
+	if len(out.Shape) == 0 || out.Bytes == 0 {
+		return OpCost{}, false
+	}
+	lb := float64(out.Bytes)
+	n := out.Shape[len(out.Shape)-1]
+	row := lb / float64(max(core.Rows(out.Shape), 1))
+	reads, gradReads := 3.0, 2.0
+	if row < softmaxSmemBytes {
+		reads = 1
+	}
+	if n <= 1024 && row <= 4096 {
+		gradReads = 1
+	}
+	fwd, k := (reads+1)*lb, 1.0
+	if op.WorkF > 0 { // the contiguous copy
+		fwd += 2 * float64(op.WorkF)
+		k++
+	}
+	c := OpCost{FwdK: k, Flops: op.Flops, Bytes: fwd}
+	c.Fwd, c.Bound = streamTime(&pr.d, fwd)
+	c.Fwd = max(c.Fwd, k*kernelFloor)
+	if in, _ := pr.needsGrad(op); in && !op.NoGradB {
+		c.Bwd, _ = streamTime(&pr.d, (gradReads+2)*lb)
+		c.Bwd = max(c.Bwd, kernelFloor)
+		c.BwdK = 1
+	}
+	return c, true
+}

@@ -178,6 +178,9 @@ func (pr *pricer) op(i int) OpCost {
 	if c, ok := pr.crossEntropy(op); ok { // log_softmax.go
 		return c
 	}
+	if c, ok := pr.logSoftmax(op); ok { // log_softmax.go
+		return c
+	}
 	switch op.Kind {
 	case "matmul", "int8_matmul":
 		return pr.matmul(op)
