@@ -266,6 +266,7 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 		for _, b := range a.lists[list].blocks[:a.lists[list].n] {
 			bytes, largest = bytes+b.Size, max(largest, b.Size)
 		}
+		checkLargest(t, -1, list, &a.lists[list]) // kept since the last Cached
 		c := a.CachedOn(Stream(list/2), list%2)
 		if c.Bytes != bytes || c.Largest != largest || c.Blocks != a.lists[list].n {
 			t.Fatalf("list %d: Cached says %+v, the free list holds %d blocks of %d bytes, the largest %d",
@@ -412,6 +413,9 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 		b := bucketOf(n)
 		if b >= len(s.buckets) || p>>6 >= len(s.buckets[b].set) || s.buckets[b].set[p>>6]&(1<<(p&63)) == 0 {
 			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is not in bucket %d", n, p, b)
+		}
+		if p >= len(s.at) || int(s.at[p]) != b {
+			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is in bucket %d, its position's bucket is not", n, p, b)
 		}
 	}
 }

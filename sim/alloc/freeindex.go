@@ -320,18 +320,19 @@ func (x *freeIndex) bestFit(n int64, fl []*Block, sizes []int64) *Block {
 	return fl[best.first(sizes)]
 }
 
-// largest is the size of the largest block in the index.
+// largest is the size of the largest block in the index and how many
+// blocks have it.
 //
 //go:norace
-func (x *freeIndex) largest() int64 {
+func (x *freeIndex) largest() (int64, int) {
 	t := x.root
 	if t == nil {
-		return 0
+		return 0, 0
 	}
 	for t.right != nil {
 		t = t.right
 	}
-	return t.size
+	return t.size, t.n
 }
 
 // added keeps the index in step after a block of size was appended to

@@ -43,14 +43,22 @@ func (a *Allocator) cached(list int) Cache {
 	c := Cache{Blocks: l.n, Bytes: l.bytes}
 	switch {
 	case l.largestKnown:
-	case l.index.active:
-		l.largest, l.largestKnown = l.index.largest(), true
 	default:
 		var m int64
-		for _, n := range l.sizes[:l.n] {
-			m = max(m, n)
+		k := 0 // the blocks of size m
+		if l.index.active {
+			m, k = l.index.largest()
+		} else {
+			for _, n := range l.sizes[:l.n] {
+				switch {
+				case n > m:
+					m, k = n, 1
+				case n == m:
+					k++
+				}
+			}
 		}
-		l.largest, l.largestKnown = m, true
+		l.largest, l.nLargest, l.largestKnown = m, k, true
 	}
 	c.Largest = l.largest
 	return c

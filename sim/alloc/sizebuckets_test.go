@@ -11,7 +11,8 @@ import (
 // requests of many sizes in both pools, freed in a mixed order. At every
 // request the pick must be the block a scan of the free list picks, and
 // after every event the buckets must hold exactly the listed blocks
-// (checkMid, through checkIndex).
+// (checkMid, through checkIndex), and the largest free size and its count,
+// while kept, must be the list's (checkLargest).
 func TestSizeBucketsAgainstScan(t *testing.T) {
 	var a Allocator
 	var live []*Block
@@ -48,8 +49,13 @@ func TestSizeBucketsAgainstScan(t *testing.T) {
 			live = append(live, b)
 		}
 		for l := range a.lists {
-			longest = max(longest, a.lists[l].n)
-			checkIndex(t, &a.lists[l].index, a.lists[l].sizes[:a.lists[l].n])
+			fl := &a.lists[l]
+			longest = max(longest, fl.n)
+			checkIndex(t, &fl.index, fl.sizes[:fl.n])
+			checkLargest(t, i, l, fl)
+			if i%3 == 0 {
+				a.cached(l) // known again, for the events after to keep
+			}
 		}
 		if mid := len(a.lists) > 1 && a.lists[1].index.midOn; mid != on {
 			if mid {
@@ -95,5 +101,28 @@ func TestBucketOfOrdered(t *testing.T) {
 	}
 	if b := bucketOf(math.MaxInt64); b >= bucketCount {
 		t.Fatalf("bucketOf(MaxInt64) = %d, want below %d", b, bucketCount)
+	}
+}
+
+// checkLargest checks what free list fl keeps of its largest block while
+// it keeps it (largestKnown): its size and how many blocks have it,
+// against the list (after event i, of list l).
+func checkLargest(t *testing.T, i, l int, fl *freeList) {
+	t.Helper()
+	if !fl.largestKnown {
+		return
+	}
+	var largest int64
+	k := 0
+	for _, n := range fl.sizes[:fl.n] {
+		switch {
+		case n > largest:
+			largest, k = n, 1
+		case n == largest:
+			k++
+		}
+	}
+	if fl.largest != largest || fl.nLargest != k {
+		t.Fatalf("event %d, list %d: the largest free block kept is %d bytes, %d of them; the list's is %d bytes, %d of them", i, l, fl.largest, fl.nLargest, largest, k)
 	}
 }
