@@ -318,6 +318,13 @@ func TestFromHFConfigErrors(t *testing.T) {
 		// scaling and a router MLP carried across layers.
 		{"zaya refused", `{"model_type": "zaya", "architectures": ["ZayaForCausalLM"]}`, "sdpa", "",
 			`model_type "zaya" is not supported yet: ZAYA1's Compressed Convolutional Attention`},
+		// Kolibri 1.1 (transformers 5.25.0): indexed attention (a no_grad
+		// key selector, NVFP4 straight-through k and v, shared k and v).
+		{"kolibri1_1 refused", `{"model_type": "kolibri1_1", "architectures": ["Kolibri1_1ForCausalLM"]}`, "sdpa", "",
+			`model_type "kolibri1_1" is not supported yet: Kolibri 1.1's indexed-attention layers are not modelled`},
+		// Dory (transformers 5.24.0 on): nGPT's layers and a recurrent loop.
+		{"dory refused", `{"model_type": "dory", "architectures": ["DoryForCausalLM"]}`, "sdpa", "",
+			`model_type "dory" is not supported yet: Dory's nGPT layers are not modelled`},
 		{"qwen4_exp_text refused", `{"model_type": "qwen4_exp_text"}`, "sdpa", "", `model_type "qwen4_exp_text" is not supported yet: Qwen4-Exp's`},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},

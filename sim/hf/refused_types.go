@@ -8,6 +8,7 @@ var refusedTypes = map[string]refusedType{
 	// audio encoder kept in fp32, whose discrete codes it embeds
 	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
 		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
+	"dory":  {doryRefusal, buildingBlocksHint},
 	"hy_v4": {hyV4Refusal, buildingBlocksHint},
 	// JetMoeForCausalLM (models/jetmoe at 5.25.0): JetMoeAttention's
 	// JetMoeMoA routes each token's q projection and output projection to
@@ -17,6 +18,7 @@ var refusedTypes = map[string]refusedType{
 	// loops. memsh has no layer for the routed attention.
 	"jetmoe": {"JetMoE's mixture of attention heads (JetMoeMoA: q and o projections routed per token to num_experts_per_tok of num_local_experts experts around a shared kv_proj) is not modelled",
 		"describe it with the building blocks (attention, moe, repeat, model) for an estimate: a dense attention of num_key_value_heads x num_experts_per_tok heads over num_key_value_heads kv heads, kv_channels wide, computes what one token's routed heads do"},
+	"kolibri1_1":     {kolibri11Refusal, buildingBlocksHint},
 	"qwen4_exp":      {qwen4ExpRefusal, buildingBlocksHint},
 	"qwen4_exp_text": {qwen4ExpRefusal, buildingBlocksHint},
 	"zaya":           {zayaRefusal, buildingBlocksHint},
@@ -37,6 +39,53 @@ var refusedTypes = map[string]refusedType{
 // the previous layer's router state (EDA, router_states_scale). None of
 // these is an nn layer memsh has.
 const zayaRefusal = "ZAYA1's Compressed Convolutional Attention (ZayaCCAProjection: q and k through a depthwise and a grouped Conv1d with residual paths, v half delayed one token), its L2 q/k norm with a learned scale, its fp32 residual stream behind learned scales and biases (ZayaResidualScaling) and its MLP router with a skip expert fed the previous layer's router state are not modelled"
+
+// kolibri11Refusal is why Aleph Alpha's Kolibri 1.1 (Kolibri1_1ForCausalLM,
+// models/kolibri1_1/modular_kolibri1_1.py at transformers 5.25.0, the first
+// wheel with it: 5.24.0 has none) is not read. It is Kolibri 1's layers
+// (kolibri1.go) with, in place of the full ones (every fifth layer by
+// default), indexed_attention layers without a rotary embedding: a
+// weightless Kolibri1_1Indexer under no_grad selects the keys of each
+// query (visible.clone()'d [batch, seq, seq] bool pools, one kept from
+// each index_layers layer to the next; past index_topk +
+// index_num_local_tokens + index_num_sink_tokens keys it scores the
+// queries in fp32 chunks of up to 2^26 scores, hundreds of MB a layer at
+// 8,192 tokens, a transient memsh does not lower); the selection is the
+// kernel's mask, one of its own a layer (SDPA converts and keeps it); keys
+// and values are rounded to NVFP4 with a straight-through gradient
+// (nvfp4_fake_quantize's fp32 temporaries, new k and v tensors); and the
+// layers kv_source_layers points elsewhere read an earlier layer's keys
+// and values and have no k_proj, v_proj or k_norm (shared_kv_states). Its
+// first mlp_only_layers run a dense MLP of mlp_only_intermediate_size.
+// Measured with tools/oracle/hf_block_saved.py (transformers 5.25.0,
+// torch 2.15.0, CPU, fp32, sdpa, nocache, 2 x 32 tokens) on
+// sim/testdata/hf/kolibri1-tiny.json made Kolibri 1.1's (model_type
+// kolibri1_1; layer_types sliding, indexed, indexed, sliding;
+// index_layers [1]; kv_source_layers [0, 1, 1, 3]; mlp_only_layers [0] of
+// 96; index_topk 4, index_pool_size 16, index_compression 4,
+// index_num_heads 2, 4 local and 2 sink tokens): the rounding's autograd
+// graph is packed and freed within the layer (at 2 layers 1,104,164 bytes
+// saved, 986,404 kept), the selected mask SDPA keeps is a [2, 1, 32, 32]
+// fp32 tensor, and k and v reach the kernel repeated to every head.
+const kolibri11Refusal = "Kolibri 1.1's indexed-attention layers are not modelled: a no_grad indexer selecting each query's keys ([batch, seq, seq] pools kept across layers, and past index_topk + index_num_local_tokens + index_num_sink_tokens keys its chunked fp32 scores), the selection handed to the kernel as a mask of each layer's own, keys and values rounded to NVFP4 with a straight-through gradient, and layers reading an earlier layer's keys and values (kv_source_layers) without k_proj or v_proj"
+
+// doryRefusal is why NVIDIA's Nemotron-Labs Dory 1.0 (DoryForCausalLM,
+// models/dory/modular_dory.py at transformers 5.25.0; the 5.24.0 wheel is
+// the first with models/dory, 5.23.0 has none) is not read. It is nGPT:
+// every hidden state L2-normalised onto the unit sphere (DoryL2Norm, a
+// weightless x * rsqrt(sum(x^2) + eps) in fp32, before and after each
+// sublayer and on the attention's and the MLP's outputs, attn_sub_norm and
+// ffn_sub_norm), each residual an interpolation towards the sublayer's
+// normed output at a learned per-channel rate (lambda_1, lambda_2), learned
+// per-channel scales squared on q after the rope (sqk), inside Afmoe's
+// sigmoid output gate (s_gate) and on the MLP's gate and up (suv_gate,
+// suv_up), and an lm_head whose fp32 logits are scaled per token
+// (DoryLMHead.logit_scale); its middle n_recurrent_layers run
+// n_recurrent_loops times (default 2) with the same weights, each loop
+// restarting from the input section's normed output plus the last loop's.
+// memsh has no layer for the interpolating residual, the squared
+// per-channel scales or the loop over shared layers.
+const doryRefusal = "Dory's nGPT layers are not modelled: hidden states L2-normalised onto the unit sphere around every sublayer (DoryL2Norm), residuals that interpolate at learned per-channel rates (lambda_1, lambda_2), learned squared scales on q (sqk), the output gate (s_gate), the MLP's gate and up (suv_gate, suv_up) and the fp32 logits (logit_scale), and a recurrent section of n_recurrent_layers run n_recurrent_loops times with the same weights"
 
 // refusedType is why memsh refuses a model type, and what to do instead.
 type refusedType struct{ why, hint string }

@@ -68,9 +68,12 @@ dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
-for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "num_attention_heads_per_layer", "layer_rope_theta"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits; Laguna's heads)
+for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "num_attention_heads_per_layer", "layer_rope_theta", "kv_source_layers"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits; Laguna's heads; Kolibri 1.1's K/V sources)
     if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
         setattr(cfg, key, getattr(cfg, key)[:layers])
+for key in ("index_layers", "mlp_only_layers"):  # lists of layer indices (Kolibri 1.1's indexers and dense layers) kept below the cut
+    if isinstance(getattr(cfg, key, None), list):
+        setattr(cfg, key, [i for i in getattr(cfg, key) if i < layers])
 if isinstance(getattr(cfg, "hybrid_layer_ids", None), list):  # Zamba2Config.__post_init__'s list of the "hybrid" layers, made again for the cut layer_types
     cfg.hybrid_layer_ids = [i for i, t in enumerate(cfg.layers_block_type) if t == "hybrid"]
 cfg._attn_implementation = attn
