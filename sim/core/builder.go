@@ -17,6 +17,7 @@ type Builder struct {
 	Ckpt    Checkpoint
 	Lora    *LoRA
 	f8      Float8                 // torchao's float8 linears (float8.go)
+	qat     QAT                    // torchao's fake-quantized linears (qat.go)
 	teInput map[Value][2]Value     // a TE linear input's fp8 copies, shared by the linears reading it (te_fp8.go)
 	aoInput aoInputs               // torchao's fp8 inputs under tensor parallelism (float8_tp.go)
 	quant   units.DType            // quantized frozen base weights (NF4, INT8), InvalidDType when none

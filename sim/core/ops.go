@@ -43,6 +43,9 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	if b.quantizes(role) {
 		b.refuseQuantParamTarget(name) // PEFT's ParamWrapper on a quantized weight (lora_param_linear.go)
 	}
+	if y, ok := b.qatLinear(name, role, x, in, out, bias); ok { // torchao's fake-quantized linear (QAT)
+		return y
+	}
 	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // bitsandbytes frozen weights
 		return y
 	}

@@ -53,6 +53,7 @@ type Plan struct {
 	Checkpoint  Checkpoint
 	Compile     Compile // torch.compile of the blocks and the loss (compile.go)
 	Float8      Float8  // torchao's float8 linears (float8.go)
+	QAT         QAT     // torchao's fake-quantized linears, quantization-aware training (qat.go)
 	LoRA        *LoRA
 	Quant       string // "", nf4, nf4-dq, int8 (bitsandbytes), torchao-nf4 (frozen base weights)
 	Device      hw.Device
@@ -302,6 +303,9 @@ func (p *Plan) RefusalFor(checked *Model) error {
 	if err := p.validateFloat8(); err != nil {
 		return err
 	}
+	if err := p.validateQAT(); err != nil {
+		return err
+	}
 	if p.Device.Memory <= 0 {
 		return &units.Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
@@ -390,6 +394,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	}
 	b.compile = p.Compile
 	b.f8 = p.Float8.forDevice(p.Device)
+	b.qat = p.QAT
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"

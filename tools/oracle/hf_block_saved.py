@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [tokentypes] [ckpt] [held] [keepfp32] [eagerexperts]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [tokentypes] [ckpt] [held] [keepfp32] [eagerexperts] [qat=G]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -96,6 +96,16 @@ if lora:
     import peft
     targets = lora[0] if lora[0] == "all-linear" else lora[0].split(",")
     model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=targets))
+# With qat=G torchao's Int8DynActInt4WeightQATQuantizer(groupsize=G,
+# precision=DTYPE).prepare(model) swaps every nn.Linear whose in_features G
+# divides (lm_head included) for an Int8DynActInt4WeightQATLinear, as
+# torchtune's QAT recipes do (after LoRA's wrapping, when both are given).
+# torchao is not in the venv: PYTHONPATH at its wheel unpacked
+# (pip download torchao==0.18.0 --no-deps; unzip).
+qat = [int(a.removeprefix("qat=")) for a in sys.argv[7:] if a.startswith("qat=")]
+if qat:
+    from torchao.quantization.qat import Int8DynActInt4WeightQATQuantizer
+    model = Int8DynActInt4WeightQATQuantizer(groupsize=qat[0], precision=dtype).prepare(model)
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 # Apertus 1.5's pruned head (output_vocab_size) takes labels below its
