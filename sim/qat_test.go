@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -128,6 +129,81 @@ func TestQATLinearAsTorchao(t *testing.T) {
 		}
 		if saved != tc.saved {
 			t.Errorf("%s: %d saved, want %d (%+d)", name, saved, tc.saved, saved-tc.saved)
+		}
+	}
+}
+
+// What qat= refuses, each with the reason in its words.
+func TestQATRefusals(t *testing.T) {
+	fp32, _ := core.LookupPrecision("fp32")
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	h100, err := hw.LookupDevice("H100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(p *core.Plan)
+		want string
+	}{
+		{"nvfp4", func(p *core.Plan) { p.QAT.Scheme = "nvfp4" }, "NVFP4 fake quantization"},
+		{"mxfp4", func(p *core.Plan) { p.QAT.Scheme = "mxfp4" }, "MXFP4 fake quantization"},
+		{"weights only", func(p *core.Plan) { p.QAT.Scheme = "4w" }, "Int4WeightOnlyQATQuantizer"},
+		{"unknown", func(p *core.Plan) { p.QAT.Scheme = "int3" }, `unknown qat scheme "int3"`},
+		{"group", func(p *core.Plan) { p.QAT.GroupSize = 0 }, "qat_group_size must be positive"},
+		{"autocast over fp32 weights", func(p *core.Plan) { p.Precision = mixed }, "under autocast with fp32 weights"},
+		{"float8", func(p *core.Plan) { p.Float8.Scaling, p.Device = "tensorwise", h100 }, "qat= with float8="},
+		{"quant", func(p *core.Plan) { p.Quant, p.LoRA = "nf4", &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}} }, "qat= with quant="},
+		{"compile", func(p *core.Plan) { p.Compile = core.Compile{Blocks: true} }, "Compile is not yet supported for QAT"},
+		{"tp", func(p *core.Plan) { p.Parallel = core.Parallelism{TP: 2} }, "qat= with tensor parallelism"},
+		{"chunked head", func(p *core.Plan) { p.LossChunks = 8 }, "on the output head with a chunked or fused loss"},
+		{"head without qat", func(p *core.Plan) { p.QAT = core.QAT{NoHead: true} }, "qat_head=False needs qat="},
+	} {
+		p := tinyPlan(t, tinyLM())
+		p.Precision = fp32
+		p.QAT = core.QAT{Scheme: "8da4w", GroupSize: 256}
+		tc.edit(p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Which linears are swapped: those whose in_features the group size
+// divides (tinyLM's up, 256 in, at 256; not down, 512 in, at 384 ...),
+// the head unless qat_head=False, and under LoRA the adapted ones only
+// (torchtune's swap_lora_linear_with_qat).
+func TestQATSwapsAsTorchao(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		group int64
+		head  bool
+		lora  []string
+		want  []string
+	}{
+		{"all", 256, true, nil, []string{"up", "down", "lm_head"}},
+		{"group 512", 512, true, nil, []string{"down"}},
+		{"no head", 256, false, nil, []string{"up", "down"}},
+		{"lora on up", 256, true, []string{"up"}, []string{"up"}},
+	} {
+		p := tinyPlan(t, tinyLM())
+		p.QAT = core.QAT{Scheme: "8da4w", GroupSize: tc.group, NoHead: !tc.head}
+		if tc.lora != nil {
+			p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: tc.lora}
+		}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, op := range prog.Ops {
+			if op.Kind == "clamp" && strings.HasSuffix(op.Name, ".weight_fake_quantizer.q") {
+				got = append(got, strings.TrimSuffix(op.Name, ".weight_fake_quantizer.q"))
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%s: fake-quantized %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -86,6 +86,19 @@ var TrainKeywords = []keyword{
 		Doc: `with float8=: torchao's _auto_filter_for_recipe (torchtitan's filter_fqns entry "auto_filter_small_kn") also leaves in high precision the linears too small to gain from fp8: ` +
 			`tensorwise K <= 4096 and N <= 1024 (in and out features), rowwise N <= 2048, K <= 1024, or N <= 4096 and K <= 2048 (Llama 3 8B's k and v projections, 4096 -> 1024, under tensorwise)`,
 		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AutoFilter })},
+	{Name: "qat", Def: starlark.None,
+		Doc: `quantization-aware training as torchao runs it (docs/qat.md): "8da4w" is Int8DynActInt4WeightQATQuantizer (torchtune's QAT recipes, Axolotl's qat: block with int8 activations and int4 weights): ` +
+			`every nn.Linear whose in_features qat_group_size divides, the output head included (qat_head), fake-quantizes its input per token to int8 and its weight per group to int4 in each forward: ` +
+			`fp32 copies of both (the product with 1/scale, its rounding, the zero point added, the clamp), clamp's fp32 input saved for backward beside the fake-quantized input and weight F.linear saves, ` +
+			`in place of the linear's own input. Under lora= only the adapted linears (torchtune's QATLoRALinear: the frozen weight fake-quantized without autograd). ` +
+			`Refused: "4w" (weights only), "nvfp4", "mxfp4", "fp8"; with float8=, quant=, compile=, tensor parallelism, or autocast over fp32 weights`,
+		set: setQAT},
+	{Name: "qat_group_size", Def: starlark.MakeInt(256),
+		Doc: `with qat=: the weights' group size (torchao's groupsize, 256 by default); a linear whose in_features it does not divide stays a plain linear (_replace_linear_8da4w's filter)`,
+		set: setInt(func(p *core.Plan) *int64 { return &p.QAT.GroupSize })},
+	{Name: "qat_head", Def: starlark.True,
+		Doc: `with qat=: False leaves the output head a plain linear, as torchtune's tied head (TiedLinear, no nn.Linear) is left; True (torchao's default) swaps it when it is an nn.Linear`,
+		set: setQATHead},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
 	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit; "int8" is LLM.int8 as bitsandbytes 0.45 and later run it: the row-major int8 weight with an fp32 scale a row, each input cast to fp16 and quantized row-wise, the int32 product dequantized to fp16 and cast to the input's dtype, the input kept for backward, which multiplies by a copy of the weight in that dtype; outlier columns, which depend on the data, taken as none; bf16 or fp16, fp16 only under Lightning, LitGPT's models); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},

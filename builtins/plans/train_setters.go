@@ -368,3 +368,24 @@ func setPhase(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	p.Phase = ph
 	return nil
 }
+
+func setQAT(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch q := (*v).(type) {
+	case starlark.NoneType:
+		p.QAT.Scheme = ""
+	case starlark.String:
+		p.QAT.Scheme = string(q) // checked by core.Plan.Validate
+	default:
+		return fmt.Errorf("qat must be None or \"8da4w\" (got %s)", q.Type())
+	}
+	return nil
+}
+
+func setQATHead(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	on, ok := (*v).(starlark.Bool)
+	if !ok {
+		return fmt.Errorf("qat_head must be True or False (got %s)", (*v).Type())
+	}
+	p.QAT.NoHead = !bool(on)
+	return nil
+}

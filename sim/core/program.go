@@ -191,6 +191,10 @@ type OpInfo struct {
 	// whose backward computes the weight's gradient before the input's
 	// and frees the saved input in between (partition.go, weightGradFirst).
 	WeightGradFirst bool
+	// FakeQuant: the op is a step of one of torchao's fake quantizers
+	// (qat.go), whose backward timing prices by autograd's own rule
+	// (timing/fake_quant.go).
+	FakeQuant bool
 	// Varlen: the op is flash-attn's varlen kernel over the documents of
 	// Program.Docs, each its own sequence (timing prices each document at
 	// its own length).

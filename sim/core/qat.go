@@ -212,6 +212,7 @@ func (b *Builder) fakeQuant(what string, x Value, pi int32, shape []int64, s int
 		i := b.AddOp(kind, what+"."+name, in, ps...)
 		y := b.Out(i, what+"."+name, shape, dt, why)
 		op := b.Op(i)
+		op.FakeQuant = true
 		op.Flops = float64(n)
 		for _, v := range in {
 			op.Bytes += float64(b.Val(v).Bytes)

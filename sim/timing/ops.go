@@ -227,7 +227,10 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 	}
 	if in, w := pr.needsGrad(op); in || w {
 		bwd, k := 2*bytes, 1.0 // the output's gradient and saved inputs in, the inputs' gradients out
+		fq, fk, isFQ := pr.fakeQuantBackward(op)
 		switch {
+		case isFQ: // a fake quantizer's round, sub, clamp or promoting product (fake_quant.go)
+			bwd, k = fq, fk
 		case op.Kind == "add" || op.Kind == "add_": // the gradient passed through (backward.go)
 			bwd, k = pr.addBackward(op)
 		case op.Kind == "pow": // pow_backward's three kernels (backward.go)
