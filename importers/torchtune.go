@@ -10,7 +10,7 @@ import (
 // else the distributed recipe's FSDP2 over every GPU.
 var torchtuneTrainer = &trainer{
 	name:  "torchtune",
-	about: "a torchtune recipe config (YAML): model component, dtype, batch, max_seq_len, packing, compile, activation checkpointing and offloading, optimizer (in backward), chunked loss, LoRA/QLoRA, FSDP",
+	about: "a torchtune recipe config (YAML): model component, dtype, batch, max_seq_len, packing, compile, activation checkpointing and offloading, optimizer (in backward), chunked loss, LoRA/QLoRA, QAT (quantizer), FSDP",
 	exts:  []string{".yaml", ".yml"},
 	parse: parseYAML,
 	detect: func(t *tree) bool {
@@ -98,6 +98,9 @@ func torchtunePlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	if err := torchtuneFloat8(t, o, p); err != nil {
+		return nil, err
+	}
+	if err := torchtuneQAT(t, p); err != nil { // torchtune_qat.go
 		return nil, err
 	}
 	torchtuneNotModelled(t)
@@ -332,11 +335,6 @@ func torchtuneCompile(t *tree) (bool, error) {
 
 // torchtuneNotModelled lists the recipes' settings memsh does not replay.
 func torchtuneNotModelled(t *tree) {
-	// qat_distributed.py, qat_single_device.py (bd2a0fc): the quantizer swaps
-	// the linears for torchao's fake-quantized ones, whose forward keeps the
-	// fake-quantized weight and activation copies.
-	t.notModelledUnder("quantizer", "QAT's fake-quantized linears (torchao's FakeQuantizer: the quantized weight and activation copies each forward)")
-	t.notModelledIf("fake_quant_after_n_steps", "QAT's fake quantization switched on after n steps")
 	// knowledge_distillation_distributed.py, _single_device.py (bd2a0fc): a
 	// frozen teacher model in memory and its logits for kd_loss.
 	t.notModelledUnder("teacher_model", "knowledge distillation's frozen teacher model, its forward and its logits")

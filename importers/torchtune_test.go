@@ -120,16 +120,40 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
-		// qat_distributed.py (bd2a0fc) swaps the linears for torchao's
-		// fake-quantized ones: said, not replayed.
-		name:        "3B_qat_full: the QAT quantizer is not modelled",
-		file:        "torchtune/llama3_2_3B_qat_full.yaml",
-		step:        torchtuneStep(4, 8, 8, 1, 1, 2048),
-		opts:        Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
-		files:       map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		notModelled: []string{"quantizer: QAT's fake-quantized linears (torchao's FakeQuantizer: the quantized weight and activation copies each forward)"},
+		// qat_distributed.py (bd2a0fc): quantizer.prepare swaps every
+		// nn.Linear for torchao's Int8DynActInt4WeightQATLinear; Llama
+		// 3.2's tied output is TiedLinear, not swapped.
+		name:  "3B_qat_full: torchao's 8da4w QAT, the tied output plain",
+		file:  "torchtune/llama3_2_3B_qat_full.yaml",
+		step:  torchtuneStep(4, 8, 8, 1, 1, 2048),
+		opts:  Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
+		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		hand: `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             checkpoint = "full", loss_chunks = 8, qat = "8da4w", qat_head = False, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		// Llama 3.1 8B's output is an untied nn.Linear: swapped, and
+		// LinearCrossEntropyLoss runs it on each of its 8 chunks, each
+		// fake-quantizing the whole weight: said, and left plain.
+		name:        "8B_qat_full: the untied output under chunks is not modelled",
+		file:        "torchtune/llama3_1_8B_qat_full.yaml",
+		step:        torchtuneStep(2, 1, 8, 1, 1, 2048),
+		opts:        Options{Seq: 2048, GPUs: 8},
+		notModelled: []string{"quantizer: the untied output swapped under LinearCrossEntropyLoss's chunks (each chunk fake-quantizes the whole output weight; memsh leaves the output plain)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 2048, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, qat = "8da4w", qat_head = False, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		// qat_lora_finetune_distributed.py (bd2a0fc): swap_lora_linear_with_qat
+		// swaps the LoRALinear modules only (QATLoRALinear).
+		name: "3B_qat_lora: QAT-LoRA on the adapted linears",
+		file: "torchtune/llama3_2_3B_qat_lora.yaml",
+		step: torchtuneStep(4, 8, 8, 1, 1, 2048),
+		opts: Options{Seq: 2048, GPUs: 8},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3.2-3b", pad_labels = False, position_ids = False), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             lora = lora(rank = 64, alpha = 128, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False),
+             loss_chunks = 8, qat = "8da4w", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		// knowledge_distillation_distributed.py (bd2a0fc) holds a frozen
 		// teacher next to the student: said, not replayed.

@@ -157,6 +157,9 @@ func TestQATRefusals(t *testing.T) {
 		{"compile", func(p *core.Plan) { p.Compile = core.Compile{Blocks: true} }, "Compile is not yet supported for QAT"},
 		{"tp", func(p *core.Plan) { p.Parallel = core.Parallelism{TP: 2} }, "qat= with tensor parallelism"},
 		{"chunked head", func(p *core.Plan) { p.LossChunks = 8 }, "on the output head with a chunked or fused loss"},
+		{"chunked head, LoRA on it", func(p *core.Plan) {
+			p.LossChunks, p.LoRA = 8, &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"lm_head"}}
+		}, "on the output head with a chunked or fused loss"},
 		{"head without qat", func(p *core.Plan) { p.QAT = core.QAT{NoHead: true} }, "qat_head=False needs qat="},
 	} {
 		p := tinyPlan(t, tinyLM())
@@ -164,6 +167,9 @@ func TestQATRefusals(t *testing.T) {
 		p.QAT = core.QAT{Scheme: "8da4w", GroupSize: 256}
 		tc.edit(p)
 		err := p.Validate()
+		if err == nil {
+			_, err = p.LowerProgram()
+		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
 		}
@@ -204,6 +210,26 @@ func TestQATSwapsAsTorchao(t *testing.T) {
 		}
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("%s: fake-quantized %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A chunked loss is fine when the head is not swapped: qat_head=False,
+// or LoRA (torchtune's QAT-LoRA) not on the output.
+func TestQATChunkedLossHeadPlain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		noHead bool
+		lora   *core.LoRA
+	}{
+		{"qat_head=False", true, nil},
+		{"LoRA on up", false, &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}},
+	} {
+		p := tinyPlan(t, tinyLM())
+		p.LossChunks, p.LoRA = 8, tc.lora
+		p.QAT = core.QAT{Scheme: "8da4w", GroupSize: 256, NoHead: tc.noHead}
+		if _, err := p.LowerProgram(); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
 }

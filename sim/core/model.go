@@ -296,6 +296,7 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		b.KeepAlive("inputs_embeds", b.embedOut)
 	}
 	if m.Vocab > 0 {
+		b.refuseQATHead(m)      // a swapped head under a chunked or fused loss (qat.go)
 		if b.pref.FusedHead() { // TRL's fused LM head (trl_fused_head.go) runs in the loss
 			return x
 		}

@@ -112,11 +112,27 @@ func (p *Plan) validateQAT() error {
 	case p.LoRA != nil && p.LoRA.Pattern == "" && len(p.LoRA.TargetParameters) > 0:
 		return fail("qat= with LoRA's target_parameters is not modelled", "drop target_parameters")
 	}
-	if !q.NoHead && (p.LossChunks > 1 || p.FusedLoss != "") {
-		return fail("qat= on the output head with a chunked or fused loss is not modelled (the loss runs the head itself, chunk by chunk)",
-			"qat_head=False (torchtune's tied head, TiedLinear, is no nn.Linear and is not swapped), or an unchunked loss")
-	}
 	return nil
+}
+
+// refuseQATHead refuses (LowerError) a swapped output head that a
+// chunked or fused loss runs itself: torchtune's LinearCrossEntropyLoss
+// calls the swapped output module on each chunk of hidden states, which
+// fake-quantizes the whole output weight again for every chunk (and
+// F.linear saves a copy each time); Liger's, CCE's and TRL's heads read
+// the weight directly. Neither is modelled.
+func (b *Builder) refuseQATHead(m *Model) {
+	q := b.qat
+	if !q.On() || q.NoHead || b.Eval {
+		return
+	}
+	special := b.pref.FusedHead() || b.Ft.chunkHead(m) || b.Ft.ligerHead(m) || b.Ft.titanHead(m) || b.Ft.cceHead(m) || b.Ft.trlHead(m)
+	if !special || b.Lora != nil && !b.Lora.Adapts(RoleLMHead, m.Head()) {
+		return
+	}
+	panic(LowerError{&units.Error{Path: m.Head(),
+		Msg:  "qat= on the output head with a chunked or fused loss is not modelled (torchtune's LinearCrossEntropyLoss runs the swapped head on each chunk, fake-quantizing the whole output weight every time)",
+		Hint: "qat_head=False (torchtune's tied head, TiedLinear, is never swapped), or an unchunked loss"}})
 }
 
 // qatConverts reports whether the linear of this role (in features in,
@@ -195,22 +211,23 @@ func (b *Builder) fakeQuant(what string, x Value, pi int32, shape []int64, s int
 	} else {
 		params = []int32{pi}
 	}
+	defer b.Scope(what)() // the quantizer is a submodule of the linear: its own module row
 	n := Numel(shape)
 	qs := []int64{s}
-	qp := b.AddOp("qparams", what+".qparams", ins, params...) // choose_qparams_affine, @torch.no_grad
-	scale := b.Out(qp, what+".scale", qs, units.FP32, "fake quantizer's scales (fp32, one a token or a group)")
-	zp := b.Out(qp, what+".zero_point", qs, units.FP32, "fake quantizer's zero points (fp32)")
+	qp := b.AddOp("qparams", "qparams", ins, params...) // choose_qparams_affine, @torch.no_grad
+	scale := b.Out(qp, "scale", qs, units.FP32, "fake quantizer's scales (fp32, one a token or a group)")
+	zp := b.Out(qp, "zero_point", qs, units.FP32, "fake quantizer's zero points (fp32)")
 	for _, v := range []Value{scale, zp} {
 		b.Val(v).Grad = false
 	}
 	b.Op(qp).NoGradB = true
 	b.Op(qp).Bytes += float64(d.Bytes(n))
 	b.Op(qp).Flops = 2 * float64(n)
-	inv := b.castStep("reciprocal", what+".inv_scale", []Value{scale}, qs, units.FP32, "1.0 / scale (fp32)")
+	inv := b.castStep("reciprocal", "inv_scale", []Value{scale}, qs, units.FP32, "1.0 / scale (fp32)")
 	// step adds one elementwise op of the tensor's shape.
 	step := func(kind, name string, in []Value, ps []int32, dt units.DType, why string) (int32, Value) {
-		i := b.AddOp(kind, what+"."+name, in, ps...)
-		y := b.Out(i, what+"."+name, shape, dt, why)
+		i := b.AddOp(kind, name, in, ps...)
+		y := b.Out(i, name, shape, dt, why)
 		op := b.Op(i)
 		op.FakeQuant = true
 		op.Flops = float64(n)
@@ -239,7 +256,7 @@ func (b *Builder) fakeQuant(what string, x Value, pi int32, shape []int64, s int
 	_, e := step("cast", "q_copy", []Value{q}, nil, d, "q.to(dtype, copy=True) (_dequantize_affine_no_dtype_check)")
 	zd := zp
 	if d != units.FP32 {
-		zd = b.castStep("cast", what+".zero_point."+d.Name(), []Value{zp}, qs, d, "zero_point.to(dtype)")
+		zd = b.castStep("cast", "zero_point."+d.Name(), []Value{zp}, qs, d, "zero_point.to(dtype)")
 	}
 	isub, f := step("sub", "centered", []Value{e, zd}, nil, d, "q minus the zero point")
 	b.Op(isub).GradInPlace = true
@@ -252,6 +269,6 @@ func (b *Builder) fakeQuant(what string, x Value, pi int32, shape []int64, s int
 	if d != units.FP32 {
 		_, h = step("cast", "fake_quantized", []Value{g}, nil, d, "the fake-quantized tensor in its dtype")
 	}
-	b.KeepAlive(what+".q_local", q)
+	b.KeepAlive("q_local", q)
 	return h, [2]Value{scale, zp}
 }
