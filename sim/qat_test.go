@@ -20,22 +20,26 @@ import (
 //	PYTHONPATH=<torchao 0.18.0 wheel unpacked> python tools/oracle/hf_block_saved.py sim/testdata/hf/llama-gqa-tiny.json {1,2} 2 32 {float32,bfloat16} sdpa nocache qat=32
 //
 // fp32 1,056,516 and 1,840,900 (400,132 and 680,196 without qat=); bf16
-// 775,940 and 1,330,948 (258,820 and 416,004). Each linear keeps its
+// 775,940 and 1,330,948 (258,820 and 416,004). As Axolotl's qat: block
+// swaps them (int8 activations, int4 weights: qat=int8-int4:32), fp32
+// 1,495,812 and 2,584,324, bf16 1,428,228 and 2,434,820. Each linear keeps its
 // fake-quantized input and weight (for F.linear) and, for each, clamp's
 // fp32 input and two fp32 scale tensors (core/qat.go).
 func TestQATSavesAsTorchao(t *testing.T) {
 	for _, tc := range []struct {
-		precision string
-		want      [2]int64
+		scheme, precision string
+		want              [2]int64
 	}{
-		{"fp32", [2]int64{1_056_516, 1_840_900}},
-		{"bf16", [2]int64{775_940, 1_330_948}},
+		{"8da4w", "fp32", [2]int64{1_056_516, 1_840_900}},
+		{"8da4w", "bf16", [2]int64{775_940, 1_330_948}},
+		{"int8-int4", "fp32", [2]int64{1_495_812, 2_584_324}},
+		{"int8-int4", "bf16", [2]int64{1_428_228, 2_434_820}},
 	} {
 		for i, want := range tc.want {
 			p := hfSavedPlan(t, "llama-gqa-tiny.json", i+1, tc.precision, hf.Options{Attn: "sdpa"}, false)
-			p.QAT = core.QAT{Scheme: "8da4w", GroupSize: 32}
+			p.QAT = core.QAT{Scheme: tc.scheme, GroupSize: 32}
 			if got := evalPlan(t, p).SavedActivations; got != want {
-				t.Errorf("%s, %d layers: %d saved, want %d (%+d)", tc.precision, i+1, got, want, got-want)
+				t.Errorf("%s %s, %d layers: %d saved, want %d (%+d)", tc.scheme, tc.precision, i+1, got, want, got-want)
 			}
 		}
 	}
@@ -46,6 +50,7 @@ func TestQATSavesAsTorchao(t *testing.T) {
 // CPU):
 //
 //	PYTHONPATH=<torchao 0.18.0 wheel unpacked> python tools/oracle/qat_linear.py 512 256 128 256 {float32,bfloat16} [frozen]
+//	PYTHONPATH=<torchao 0.18.0 wheel unpacked> python tools/oracle/qat_linear.py 512 256 128 256 {float32,bfloat16} int8-int4
 //
 // forward_peak is the most the storages the forward makes (neither the
 // input nor the weight) hold at once: in the weight's chain, at its
@@ -56,17 +61,23 @@ func TestQATSavesAsTorchao(t *testing.T) {
 // the 128 tokens, 2,048 B for the weight's 256 x 2 groups); saved is
 // what autograd keeps. A frozen weight (torchtune's QATLoRALinear base)
 // is fake-quantized without autograd: nothing of its chain is saved,
-// and F.linear keeps the weight's fake-quantized copy only.
+// and F.linear keeps the weight's fake-quantized copy only. Axolotl's
+// int8-int4 (Int4WeightFakeQuantizer's weights, core/qat_int4.go) keeps
+// the weight's fp32 copy (bf16; in fp32 the weight itself), its shifted
+// and rounded copies and q - 8, and peaks at the zero point's add.
 func TestQATLinearAsTorchao(t *testing.T) {
 	for _, tc := range []struct {
 		precision   string
 		frozen      bool
+		scheme      string
 		peak, saved int64
 	}{
-		{"fp32", false, 2_629_120, 1_577_984},
-		{"fp32", true, 2_102_784, 787_456},
-		{"bf16", false, 2_235_904, 1_184_768},
-		{"bf16", true, 1_709_568, 525_312},
+		{"fp32", false, "8da4w", 2_629_120, 1_577_984},
+		{"fp32", true, "8da4w", 2_102_784, 787_456},
+		{"bf16", false, "8da4w", 2_235_904, 1_184_768},
+		{"bf16", true, "8da4w", 1_709_568, 525_312},
+		{"fp32", false, "int8-int4", 3_157_504, 2_630_656},
+		{"bf16", false, "int8-int4", 3_550_720, 2_761_728},
 	} {
 		m := &core.Model{Name: "one", Vocab: 1000, Loss: "mse", Layers: []core.Layer{
 			&nn.Embedding{Name: "embed", Rows: 1000, Dim: 512},
@@ -81,7 +92,7 @@ func TestQATLinearAsTorchao(t *testing.T) {
 		if p.Runtime, err = core.LookupRuntime("cpu"); err != nil {
 			t.Fatal(err)
 		}
-		p.QAT = core.QAT{Scheme: "8da4w", GroupSize: 256}
+		p.QAT = core.QAT{Scheme: tc.scheme, GroupSize: 256}
 		if tc.frozen {
 			p.Freeze = []string{"lin"}
 		}
@@ -99,7 +110,7 @@ func TestQATLinearAsTorchao(t *testing.T) {
 			}
 			peak = max(peak, pt.Allocated)
 		}
-		name := tc.precision
+		name := tc.scheme + " " + tc.precision
 		if tc.frozen {
 			name += " frozen"
 		}
@@ -160,6 +171,10 @@ func TestQATRefusals(t *testing.T) {
 		{"chunked head, LoRA on it", func(p *core.Plan) {
 			p.LossChunks, p.LoRA = 8, &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"lm_head"}}
 		}, "on the output head with a chunked or fused loss"},
+		{"int8-int4 with lora", func(p *core.Plan) {
+			p.QAT.Scheme, p.LoRA = "int8-int4", &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
+		}, `qat="int8-int4" with lora= is not modelled`},
+		{"int8-int4 group not dividing", func(p *core.Plan) { p.QAT.Scheme, p.QAT.GroupSize = "int8-int4", 512 }, "in_features 256 is not a multiple of qat_group_size 512"},
 		{"head without qat", func(p *core.Plan) { p.QAT = core.QAT{NoHead: true} }, "qat_head=False needs qat="},
 	} {
 		p := tinyPlan(t, tinyLM())

@@ -91,6 +91,7 @@ var TrainKeywords = []keyword{
 			`every nn.Linear whose in_features qat_group_size divides, the output head included (qat_head), fake-quantizes its input per token to int8 and its weight per group to int4 in each forward: ` +
 			`fp32 copies of both (the product with 1/scale, its rounding, the zero point added, the clamp), clamp's fp32 input saved for backward beside the fake-quantized input and weight F.linear saves, ` +
 			`in place of the linear's own input. Under lora= only the adapted linears (torchtune's QATLoRALinear: the frozen weight fake-quantized without autograd). ` +
+			`"int8-int4" is Axolotl's qat: block with activation_dtype int8 and weight_dtype int4 (torchao's QATConfig: the same activations, Int4WeightFakeQuantizeConfig weights): every nn.Linear, each weight fake-quantized asymmetrically per group with autograd through its scales (an fp32 copy, its shifted, rounded and centred fp32 copies saved); not with lora=. ` +
 			`Refused: "4w" (weights only), "nvfp4", "mxfp4", "fp8"; with float8=, quant=, compile=, tensor parallelism, or autocast over fp32 weights`,
 		set: setQAT},
 	{Name: "qat_group_size", Def: starlark.MakeInt(256),

@@ -376,7 +376,7 @@ func setQAT(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	case starlark.String:
 		p.QAT.Scheme = string(q) // checked by core.Plan.Validate
 	default:
-		return fmt.Errorf("qat must be None or \"8da4w\" (got %s)", q.Type())
+		return fmt.Errorf("qat must be None, \"8da4w\" or \"int8-int4\" (got %s)", q.Type())
 	}
 	return nil
 }

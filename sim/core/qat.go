@@ -51,9 +51,12 @@ import (
 
 // QAT is a plan's quantization-aware training.
 type QAT struct {
-	// Scheme is "" (off) or "8da4w" (torchao's
+	// Scheme is "" (off), "8da4w" (torchao's
 	// Int8DynActInt4WeightQATQuantizer: int8 per-token activations,
-	// int4 per-group weights; torchtune's quantizer mode name).
+	// int4 per-group symmetric weights; torchtune's quantizer mode name)
+	// or "int8-int4" (Axolotl's qat: activation_dtype int8, weight_dtype
+	// int4: torchao's QATConfig with the same activations and
+	// Int4WeightFakeQuantizeConfig weights, qat_int4.go).
 	Scheme string
 	// GroupSize is the weights' group (groupsize; torchao's default 256).
 	GroupSize int64
@@ -66,7 +69,7 @@ type QAT struct {
 func (q QAT) On() bool { return q.Scheme != "" }
 
 // QATSchemes lists the schemes train(qat=...) takes.
-func QATSchemes() []string { return []string{"8da4w"} }
+func QATSchemes() []string { return []string{"8da4w", "int8-int4"} }
 
 // qatRefused names the QAT schemes memsh knows and does not model, with
 // why.
@@ -90,8 +93,11 @@ func (p *Plan) validateQAT() error {
 	if why, ok := qatRefused[q.Scheme]; ok {
 		return fail(fmt.Sprintf("qat=%q: %s", q.Scheme, why), `qat="8da4w" (int8 per-token activations, int4 per-group weights), or drop qat=`)
 	}
-	if q.Scheme != "8da4w" {
-		return fail(fmt.Sprintf("unknown qat scheme %q (known: 8da4w)", q.Scheme), `qat="8da4w": torchao's Int8DynActInt4WeightQATQuantizer`)
+	if q.Scheme != "8da4w" && q.Scheme != "int8-int4" {
+		return fail(fmt.Sprintf("unknown qat scheme %q (known: 8da4w, int8-int4)", q.Scheme), `qat="8da4w": torchao's Int8DynActInt4WeightQATQuantizer; "int8-int4": Axolotl's qat: int8 activations, int4 weights`)
+	}
+	if q.Scheme == "int8-int4" && p.LoRA != nil {
+		return fail(`qat="int8-int4" with lora= is not modelled (Axolotl swaps every linear before PEFT wraps them)`, `qat="8da4w" (torchtune's QAT-LoRA), or drop lora=`)
 	}
 	if q.GroupSize <= 0 {
 		return fail(fmt.Sprintf("qat_group_size must be positive (got %d)", q.GroupSize), "torchao's groupsize, 256 by default (torchtune's QAT configs use 256)")
@@ -139,7 +145,15 @@ func (b *Builder) refuseQATHead(m *Model) {
 // the Builder's scope at the linear) is swapped for a fake-quantized one.
 func (b *Builder) qatConverts(role Role, in int64) bool {
 	q := b.qat
-	if !q.On() || b.Eval || in%q.GroupSize != 0 {
+	if !q.On() || b.Eval {
+		return false
+	}
+	if in%q.GroupSize != 0 {
+		if q.Scheme == "int8-int4" && role != RoleLoRA && role != RoleAdapter && role != RoleConv && role != RoleConvLeaf && (role != RoleLMHead || !q.NoHead) {
+			// quantize_(model, QATConfig(...)) swaps every nn.Linear;
+			// Int4WeightFakeQuantizer's view(out, -1, group_size) then fails
+			panic(LowerError{units.Errorf(b.Name(""), "qat=\"int8-int4\": in_features %d is not a multiple of qat_group_size %d (torchao's Int4WeightFakeQuantizer views the weight in groups and fails)", in, q.GroupSize)})
+		}
 		return false // _replace_linear_8da4w's filter: in_features % groupsize == 0
 	}
 	switch role {
@@ -174,7 +188,13 @@ func (b *Builder) qatLinear(name string, role Role, x Value, in, out int64, bias
 	}
 	w, params := b.LinearParams(role, in, out, bias)
 	xq, xqp := b.fakeQuant("activation_fake_quantizer", x, -1, b.Shape(x), Rows(b.Shape(x)))
-	wq, wqp := b.fakeQuant("weight_fake_quantizer", NoValue, w, []int64{out, in}, out*(in/b.qat.GroupSize))
+	var wq Value
+	var wqp [2]Value
+	if b.qat.Scheme == "int8-int4" {
+		wq, wqp = b.fakeQuantInt4Weight(w, out, in, b.qat.GroupSize) // qat_int4.go
+	} else {
+		wq, wqp = b.fakeQuant("weight_fake_quantizer", NoValue, w, []int64{out, in}, out*(in/b.qat.GroupSize))
+	}
 	i := b.AddOp("matmul", "", []Value{xq, wq}, params[1:]...)
 	dt := b.Dtype(xq)
 	y := b.Out(i, "out", WithLast(b.Shape(xq), out), dt, b.Concat("output of fake-quantized linear ", b.Name("")))

@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [tokentypes] [ckpt] [held] [keepfp32] [eagerexperts] [qat=G]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [tokentypes] [ckpt] [held] [keepfp32] [eagerexperts] [qat=G|qat=int8-int4:G]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -102,10 +102,20 @@ if lora:
 # torchtune's QAT recipes do (after LoRA's wrapping, when both are given).
 # torchao is not in the venv: PYTHONPATH at its wheel unpacked
 # (pip download torchao==0.18.0 --no-deps; unzip).
-qat = [int(a.removeprefix("qat=")) for a in sys.argv[7:] if a.startswith("qat=")]
-if qat:
+# qat=int8-int4:G swaps them as Axolotl's qat: block with activation_dtype
+# int8 and weight_dtype int4 does (quantize_ with torchao's QATConfig:
+# IntxFakeQuantizeConfig int8 per-token activations,
+# Int4WeightFakeQuantizeConfig(G, activation_dtype=bf16) weights).
+qat = [a.removeprefix("qat=") for a in sys.argv[7:] if a.startswith("qat=")]
+if qat and qat[0].startswith("int8-int4:"):
+    from torchao.quantization import quantize_
+    from torchao.quantization.qat import QATConfig
+    from torchao.quantization.qat.fake_quantize_config import Int4WeightFakeQuantizeConfig, IntxFakeQuantizeConfig
+    quantize_(model, QATConfig(activation_config=IntxFakeQuantizeConfig(dtype=torch.int8, granularity="per_token", is_symmetric=False),
+                               weight_config=Int4WeightFakeQuantizeConfig(group_size=int(qat[0].split(":")[1]), activation_dtype=torch.bfloat16)))
+elif qat:
     from torchao.quantization.qat import Int8DynActInt4WeightQATQuantizer
-    model = Int8DynActInt4WeightQATQuantizer(groupsize=qat[0], precision=dtype).prepare(model)
+    model = Int8DynActInt4WeightQATQuantizer(groupsize=int(qat[0]), precision=dtype).prepare(model)
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 # Apertus 1.5's pruned head (output_vocab_size) takes labels below its
