@@ -174,6 +174,9 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if run.preference, err = axolotlRL(t, adapter, cce); err != nil {
 		return nil, err
 	}
+	if err := axolotlQAT(t, adapter, &run); err != nil { // axolotl_qat.go
+		return nil, err
+	}
 	var unfrozenGrads bool
 	if run.trainable, unfrozenGrads, err = axolotlUnfrozen(t, o, adapter); err != nil {
 		return nil, err

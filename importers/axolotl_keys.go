@@ -21,7 +21,6 @@ var axolotlRefused = []struct{ key, what string }{
 	{"sequence_parallel_degree", "sequence parallelism (ring attention)"},
 	{"gptq", "a GPTQ-quantized base"},
 	{"model_quantization_config", "an Mxfp4 or FP8 quantized base"},
-	{"qat", "quantization-aware training"},
 	{"fp8", "FP8 training (torchao)"},
 	{"fp32_norms", "the norms kept in fp32"},
 	{"embeddings_skip_upcast", "embed_tokens and lm_head left out of the dtype casts"},

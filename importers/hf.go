@@ -190,6 +190,10 @@ type hfRun struct {
 	// trainable is train(trainable=)'s list (Axolotl's
 	// unfrozen_parameters: axolotlUnfrozen), "" when every parameter trains.
 	trainable string
+	// qat is train(qat=)'s scheme (Axolotl's qat: block, axolotlQAT), ""
+	// for none; qatGroup its group size.
+	qat      string
+	qatGroup int64
 }
 
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
@@ -287,6 +291,15 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 		p.set("loss_chunks", str("cce"))
 	case liger:
 		p.set("loss_chunks", str("liger"))
+	}
+	if run.qat != "" {
+		p.set("qat", str(run.qat))
+		if run.qatGroup != 256 {
+			p.set("qat_group_size", num(run.qatGroup))
+		}
+		if trlHead || run.cce || liger { // the fused heads read lm_head.weight: its fake quantizers never run
+			p.set("qat_head", "False")
+		}
 	}
 	if liger {
 		p.set("liger_kernels", "True")
