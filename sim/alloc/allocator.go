@@ -119,15 +119,13 @@ type freeList struct {
 //go:norace
 func (l *freeList) free() ([]*Block, []int64) { return l.blocks[:l.n], l.sizes[:l.n] }
 
-// push lists b, of size bytes, last and returns its position.
+// pushGrow lists b, of size bytes, at pos past the length of l's lists
+// (addFree lists it when they have room, without a call).
 //
 //go:norace
-func (l *freeList) push(b *Block, size int64) int {
-	pos := l.n
+func (l *freeList) pushGrow(pos int, b *Block, size int64) {
 	put(&l.blocks, pos, b)
 	put(&l.sizes, pos, size)
-	l.n = pos + 1
-	return pos
 }
 
 // put stores x at (*s)[i], i <= len(*s). Only when s must grow does it
@@ -232,7 +230,14 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	pool := poolOf(size)
 	ok = true
 	list := listOf(s, pool)
-	b := a.bestFit(list, size)
+	var b *Block
+	if l := a.freeList(list); l != nil && l.index.midOn { // bestFit's usual case, without its call
+		if i := l.index.mid.best(size, l.sizes[:l.n]); i >= 0 {
+			b = l.blocks[i]
+		}
+	} else {
+		b = a.bestFit(list, size)
+	}
 	if b == nil {
 		a.grew(listOf(s, pool), size)
 		segSize := segmentSize(size)
@@ -311,7 +316,11 @@ func (a *Allocator) Release(b *Block) {
 			return
 		}
 	}
-	a.freeBlock(b)
+	b.free = true // freeBlock, without its calls where no neighbour is free (most frees)
+	if n, p := b.next, b.prev; (n != nil && n.free) || (p != nil && p.free) {
+		b = a.joinFree(b)
+	}
+	a.addFree(b)
 }
 
 // freeBlock makes b free and merges it with free neighbours.
@@ -366,6 +375,16 @@ func (a *Allocator) mergeNext(b *Block) *Block {
 	return b
 }
 
+// freeList is free list list, nil when it was never made.
+//
+//go:norace
+func (a *Allocator) freeList(list int) *freeList {
+	if list < len(a.lists) {
+		return &a.lists[list]
+	}
+	return nil
+}
+
 //go:norace
 func (a *Allocator) bestFit(list int, size int64) *Block {
 	if list >= len(a.lists) {
@@ -406,9 +425,18 @@ func (a *Allocator) addFree(b *Block) {
 	case size == l.largest:
 		l.nLargest++
 	}
-	pos := l.push(b, size)
+	pos := l.n // b goes last
+	if pos < len(l.blocks) && pos < len(l.sizes) {
+		l.blocks[pos], l.sizes[pos] = b, size
+	} else {
+		l.pushGrow(pos, b, size)
+	}
+	l.n = pos + 1
 	b.pos = pos
-	if x := &l.index; x.active || x.midOn || l.n > x.limit()/16 { // else added has nothing to do (a short list, scanned)
+	switch x := &l.index; {
+	case x.midOn && l.n <= x.limit(): // added's case of the buckets, without its call (the usual one: a 70B stage's lists)
+		x.mid.add(size, pos)
+	case x.active || x.midOn || l.n > x.limit()/16: // else added has nothing to do (a short list, scanned)
 		blocks, sizes := l.free()
 		x.added(size, pos, blocks, sizes)
 	}
@@ -483,7 +511,14 @@ func (a *Allocator) unlist(l *freeList, b *Block) {
 		sz[i] = movedSize
 	}
 	l.n = from
-	if x := &l.index; x.active || x.midOn { // else removed has nothing to do (a short list, scanned)
+	switch x := &l.index; {
+	case x.midOn && from >= x.limit()/64: // removed's case of the buckets, without its call
+		if movedTo < 0 {
+			x.mid.remove(size, from, size, from)
+		} else {
+			x.mid.remove(size, movedTo, movedSize, from)
+		}
+	case x.active || x.midOn: // else removed has nothing to do (a short list, scanned)
 		x.removed(size, movedTo, movedSize, sz[:from])
 	}
 }

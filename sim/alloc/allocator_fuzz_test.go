@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"testing"
 
@@ -416,6 +417,25 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 		}
 		if p >= len(s.at) || int(s.at[p]) != b {
 			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is in bucket %d, its position's bucket is not", n, p, b)
+		}
+	}
+	for b := range s.buckets { // the smallest size of a bucket and its count, while kept
+		k := &s.buckets[b]
+		if !k.minKnown {
+			continue
+		}
+		low, count := int64(math.MaxInt64), 0
+		for _, n := range sizes {
+			switch {
+			case bucketOf(n) != b:
+			case n < low:
+				low, count = n, 1
+			case n == low:
+				count++
+			}
+		}
+		if count == 0 || k.min != low || k.nMin != count {
+			t.Fatalf("sizeBuckets: bucket %d keeps its smallest block as %d bytes, %d of them; it holds %d of %d bytes", b, k.min, k.nMin, count, low)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package alloc
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // sizeBuckets finds the best-fit block of a free list of middling
 // length (freeIndex.midOn: from a sixteenth of indexAbove, 64 blocks, to
@@ -12,7 +15,8 @@ import "math/bits"
 // the first bucket above it that holds a block (a bit mask says which
 // do); within the bucket, read in list order (the set bits from the
 // lowest), the first block of the smallest size that fits (an exact fit
-// ends the search). That is the first block in list order of the
+// ends the search; so does the bucket's smallest size, when the request
+// is no larger: bucket.min). That is the first block in list order of the
 // smallest size that fits, the very block a scan of the list picks
 // (FuzzAllocator and TestSizeBucketsAgainstScan check every pick against
 // such a scan).
@@ -42,10 +46,21 @@ type sizeBuckets struct {
 
 // bucket is one bucket's blocks: bit p%64 of set[p/64] for the block at
 // list position p (words past the highest position it held are not
-// kept), n blocks in all.
+// kept), n blocks in all. While minKnown, min is the smallest size of
+// its blocks and nMin how many blocks have it: a request of at most min
+// bytes is best fitted by the first of them in list order (firstOfSize),
+// found without reading the bucket's other blocks. (A request with no
+// block of its own size in its bucket read every block of the bucket
+// before: in BenchmarkEvaluateLlama70B3D, 6,700 requests of an
+// evaluation read 12 blocks each, where 12,200 exact fits read one.) The
+// last block of size min leaving forgets it, until a search reads the
+// whole bucket again.
 type bucket struct {
-	set []uint64
-	n   int
+	set      []uint64
+	n        int
+	min      int64
+	nMin     int
+	minKnown bool
 }
 
 // bucketOf is the bucket of blocks of size bytes (size > 0): sizes
@@ -72,8 +87,8 @@ const bucketCount = 512
 //go:norace
 func (s *sizeBuckets) best(n int64, sizes []int64) int {
 	b := bucketOf(n)
-	if b < len(s.buckets) {
-		if p := firstSmallest(s.buckets[b].set, sizes, n); p >= 0 {
+	if b < len(s.buckets) && s.buckets[b].n > 0 {
+		if p := s.buckets[b].best(sizes, n); p >= 0 {
 			return p
 		}
 	}
@@ -84,7 +99,38 @@ func (s *sizeBuckets) best(n int64, sizes []int64) int {
 			word &^= 1<<((b+1)%64) - 1
 		}
 		if word != 0 {
-			return firstSmallest(s.buckets[w*64+bits.TrailingZeros64(word)].set, sizes, n)
+			return s.buckets[w*64+bits.TrailingZeros64(word)].best(sizes, n)
+		}
+	}
+	return -1
+}
+
+// best returns the position of k's first block in list order of the
+// smallest size >= n, or -1 (k holds a block). When it reads all of k's
+// blocks it learns their smallest size and its count.
+//
+//go:norace
+func (k *bucket) best(sizes []int64, n int64) int {
+	if k.minKnown && n <= k.min { // every block fits: the first of the smallest
+		return firstOfSize(k.set, sizes, k.min)
+	}
+	p, low, count := firstSmallest(k.set, sizes, n)
+	if count > 0 {
+		k.min, k.nMin, k.minKnown = low, count, true
+	}
+	return p
+}
+
+// firstOfSize returns the first position in set (in list order: the
+// lowest) of a block of size bytes; set holds one.
+//
+//go:norace
+func firstOfSize(set []uint64, sizes []int64, size int64) int {
+	for w, word := range set {
+		for ; word != 0; word &= word - 1 {
+			if p := w<<6 | bits.TrailingZeros64(word); sizes[p] == size {
+				return p
+			}
 		}
 	}
 	return -1
@@ -95,21 +141,33 @@ func (s *sizeBuckets) best(n int64, sizes []int64) int {
 // so s-n read unsigned is the room a fitting size leaves (below 1<<63)
 // and, for a size too small, at least 1<<63.
 //
+// When it reads every position (no exact fit ends the search), it also
+// returns the smallest size in set and how many positions hold it (count
+// 0 when it stopped early).
+//
 //go:norace
-func firstSmallest(set []uint64, sizes []int64, n int64) int {
+func firstSmallest(set []uint64, sizes []int64, n int64) (best int, low int64, count int) {
 	best, room := -1, uint64(1)<<63
+	low = math.MaxInt64
 	for w, word := range set {
 		for ; word != 0; word &= word - 1 {
 			p := w<<6 | bits.TrailingZeros64(word)
-			if r := uint64(sizes[p] - n); r < room {
+			size := sizes[p]
+			if r := uint64(size - n); r < room {
 				if r == 0 { // nothing fits better, nothing of n bytes is earlier
-					return p
+					return p, 0, 0
 				}
 				best, room = p, r
 			}
+			switch {
+			case size < low:
+				low, count = size, 1
+			case size == low:
+				count++
+			}
 		}
 	}
-	return best
+	return best, low, count
 }
 
 // add lists a block of size at position pos, the list's last.
@@ -133,6 +191,14 @@ func (s *sizeBuckets) add(size int64, pos int) {
 		k.set = append(k.set, 0)
 	}
 	k.set[pos>>6] |= 1 << (pos & 63)
+	switch {
+	case k.n == 0:
+		k.min, k.nMin, k.minKnown = size, 1, true
+	case size < k.min:
+		k.min, k.nMin = size, 1 // (kept only while known)
+	case size == k.min:
+		k.nMin++
+	}
 	k.n++
 	s.full[b/64] |= 1 << (b % 64)
 	put(&s.at, pos, uint16(b))
@@ -148,6 +214,11 @@ func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 	b := int(at[pos]) // bucketOf(size)
 	k := &s.buckets[b]
 	k.set[pos>>6] &^= 1 << (pos & 63)
+	if size == k.min {
+		if k.nMin--; k.nMin == 0 {
+			k.minKnown = false
+		}
+	}
 	if k.n--; k.n == 0 {
 		s.full[b/64] &^= 1 << (b % 64)
 	}
@@ -167,7 +238,7 @@ func (s *sizeBuckets) reset() {
 	for b := range s.buckets {
 		k := &s.buckets[b]
 		clear(k.set)
-		k.n = 0
+		k.n, k.minKnown = 0, false
 	}
 	s.full = [bucketCount / 64]uint64{}
 }

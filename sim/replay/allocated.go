@@ -47,8 +47,11 @@ func (r *Replay) plain(n int64, ok bool) bool {
 func (r *Replay) keepPlain(blk *alloc.Block, cat core.Category) int32 {
 	id := r.live.add(liveTensor{blk: blk, cat: cat})
 	r.cur[cat] += blk.Size
-	if r.quiet {
-		r.Rep.PeakReserved = max(r.Rep.PeakReserved, r.alloc.Reserved)
+	rep := r.Rep
+	if r.quiet || (r.alloc.Allocated <= rep.PeakAllocated && !r.opts.Timeline) {
+		// sample's usual case, without its call: no new peak of
+		// allocated memory, no timeline (a quiet replay keeps neither)
+		rep.PeakReserved = max(rep.PeakReserved, r.alloc.Reserved)
 		return id
 	}
 	r.sample()
