@@ -389,7 +389,7 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 			for _, w := range k.set {
 				held += bits.OnesCount64(w)
 			}
-			if held != k.n {
+			if held != int(k.n) {
 				t.Fatalf("sizeBuckets: bucket %d holds %d positions, counts %d", b, held, k.n)
 			}
 		}
@@ -421,7 +421,7 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 	}
 	for b := range s.buckets { // the smallest size of a bucket and its count, while kept
 		k := &s.buckets[b]
-		if !k.minKnown {
+		if k.nMin == 0 { // its smallest size unknown
 			continue
 		}
 		low, count := int64(math.MaxInt64), 0
@@ -434,7 +434,7 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 				count++
 			}
 		}
-		if count == 0 || k.min != low || k.nMin != count {
+		if count == 0 || k.min != low || int(k.nMin) != count {
 			t.Fatalf("sizeBuckets: bucket %d keeps its smallest block as %d bytes, %d of them; it holds %d of %d bytes", b, k.min, k.nMin, count, low)
 		}
 	}

@@ -46,7 +46,7 @@ type sizeBuckets struct {
 
 // bucket is one bucket's blocks: bit p%64 of set[p/64] for the block at
 // list position p (words past the highest position it held are not
-// kept), n blocks in all. While minKnown, min is the smallest size of
+// kept), n blocks in all. While nMin > 0, min is the smallest size of
 // its blocks and nMin how many blocks have it: a request of at most min
 // bytes is best fitted by the first of them in list order (firstOfSize),
 // found without reading the bucket's other blocks. (A request with no
@@ -56,11 +56,9 @@ type sizeBuckets struct {
 // last block of size min leaving forgets it, until a search reads the
 // whole bucket again.
 type bucket struct {
-	set      []uint64
-	n        int
-	min      int64
-	nMin     int
-	minKnown bool
+	set     []uint64
+	n, nMin int32 // (a bucket holds at most indexAbove blocks: 40 bytes a bucket, 512 of them a list)
+	min     int64
 }
 
 // bucketOf is the bucket of blocks of size bytes (size > 0): sizes
@@ -111,12 +109,12 @@ func (s *sizeBuckets) best(n int64, sizes []int64) int {
 //
 //go:norace
 func (k *bucket) best(sizes []int64, n int64) int {
-	if k.minKnown && n <= k.min { // every block fits: the first of the smallest
+	if k.nMin > 0 && n <= k.min { // every block fits: the first of the smallest
 		return firstOfSize(k.set, sizes, k.min)
 	}
 	p, low, count := firstSmallest(k.set, sizes, n)
 	if count > 0 {
-		k.min, k.nMin, k.minKnown = low, count, true
+		k.min, k.nMin = low, int32(count)
 	}
 	return p
 }
@@ -193,9 +191,10 @@ func (s *sizeBuckets) add(size int64, pos int) {
 	k.set[pos>>6] |= 1 << (pos & 63)
 	switch {
 	case k.n == 0:
-		k.min, k.nMin, k.minKnown = size, 1, true
+		k.min, k.nMin = size, 1
+	case k.nMin == 0: // its smallest size unknown
 	case size < k.min:
-		k.min, k.nMin = size, 1 // (kept only while known)
+		k.min, k.nMin = size, 1
 	case size == k.min:
 		k.nMin++
 	}
@@ -214,10 +213,8 @@ func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 	b := int(at[pos]) // bucketOf(size)
 	k := &s.buckets[b]
 	k.set[pos>>6] &^= 1 << (pos & 63)
-	if size == k.min {
-		if k.nMin--; k.nMin == 0 {
-			k.minKnown = false
-		}
+	if size == k.min && k.nMin > 0 { // the last of them leaving forgets it
+		k.nMin--
 	}
 	if k.n--; k.n == 0 {
 		s.full[b/64] &^= 1 << (b % 64)
@@ -238,7 +235,7 @@ func (s *sizeBuckets) reset() {
 	for b := range s.buckets {
 		k := &s.buckets[b]
 		clear(k.set)
-		k.n, k.minKnown = 0, false
+		k.n, k.nMin = 0, 0
 	}
 	s.full = [bucketCount / 64]uint64{}
 }
