@@ -89,6 +89,9 @@ func loraAdapted(prog *core.Program) (int64, []string) {
 	var trainable int64
 	var adapted []string
 	for _, q := range prog.Params {
+		if q.TiedTo >= 0 {
+			continue // another name for a tensor counted once (a module called again: HRM-Text's stacks)
+		}
 		if q.Trainable {
 			trainable += q.FullNumel
 		}

@@ -49,7 +49,7 @@ func (b *Builder) handPositionIDs() {
 
 // decoderRepeats are the repeats whose blocks Model.PositionIDs hands
 // position_ids: those under the model's sequentials (its decoder's
-// layers), not a tower's.
+// layers) and a DecoderStacks layer's, not a tower's.
 func decoderRepeats(m *Model) map[*Repeat]bool {
 	out := map[*Repeat]bool{}
 	var walk func(ls []Layer)
@@ -60,11 +60,22 @@ func decoderRepeats(m *Model) map[*Repeat]bool {
 				out[x] = true
 			case *Sequential:
 				walk(x.Layers)
+			case DecoderStacks:
+				walk(x.DecoderStacks())
 			}
 		}
 	}
 	walk(m.Layers)
 	return out
+}
+
+// DecoderStacks is a layer that lowers decoder stacks of its own, whose
+// layers its forward hands the model's position_ids as the model's own
+// layers are (HRM-Text's L_module and H_module: HrmTextModel.forward
+// passes position_ids to each stack, which hands it to each layer,
+// modular_hrm_text.py at transformers 5.25.0).
+type DecoderStacks interface {
+	DecoderStacks() []Layer
 }
 
 // HasDecoderLayers says whether the model has a repeat() whose blocks

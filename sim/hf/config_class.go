@@ -222,6 +222,7 @@ var configClasses = map[string]*configClass{
 	"granite_swa":       {name: "GraniteSWAConfig", defaults: map[string]any{"num_key_value_heads": num("4")}},
 	"gpt_oss":           {name: "GptOssConfig", defaults: map[string]any{"num_key_value_heads": num("8"), "head_dim": num("64")}},
 	"helium":            {name: "HeliumConfig", defaults: map[string]any{"num_key_value_heads": num("20")}},
+	"hrm_text":          {name: "HrmTextConfig", defaults: map[string]any{"head_dim": num("128")}},
 	"hy_v3":             {name: "HYV3Config", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"jais2":             {name: "Jais2Config", defaults: map[string]any{"attention_bias": true, "mlp_bias": true}},
 	"jamba":             {name: "JambaConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},

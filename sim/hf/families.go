@@ -267,6 +267,12 @@ var hfFamilies = []hfFamily{
 	// Transformers on 2025-01-13", after 4.48.0 (2025-01-10): 4.49.
 	// decoder.go.
 	{modelType: "helium", prefix: "Helium", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 49}},
+	// hrm_text: Sapient's HRM-Text (hrm_text.go); the 5.9.0 wheel is the
+	// first with models/hrm_text (absent from 5.8.0; unzip -l). 5.9.0's
+	// modeling_hrm_text.py differs from 5.25.0's in the rotary tables'
+	// forward (no_grad, the same fp32 cos and sin), the cache's name and
+	// the logits' slice (diff read); its configuration the same fields.
+	{modelType: "hrm_text", prefix: "HrmText", base: "model", heads: decoderHeads, build: buildHrmText, since: [2]int{5, 9}},
 	// hunyuan_v1_dense, hunyuan_v1_moe: the 4.56.0 wheel is the first
 	// with models/hunyuan_v1_dense and models/hunyuan_v1_moe (absent from
 	// the 4.55.0 and 4.55.4 wheels; "HunYuan opensource",

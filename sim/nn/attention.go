@@ -209,6 +209,9 @@ type Attention struct {
 	// the attention output before o_proj (AFMoE's AfmoeAttention;
 	// attention_gate.go). It and OutputGate exclude each other.
 	GateProj bool
+	// GateBias: GateProj's gate_proj has a bias (HrmTextAttention's,
+	// bias=attention_bias, modular_hrm_text.py at transformers 5.25.0).
+	GateBias bool
 	// GateSoftplus: Laguna's gate, a projection of its own, g_proj
 	// (Linear(dim, heads), or heads x head_dim without GatePerHead; no
 	// bias), whose softplus over its fp32 copy, cast back to the
@@ -360,7 +363,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		}
 	}
 	if a.GateProj {
-		qGate = b.ColLinear("gate_proj", core.RoleGate, x, xg, a.Dim, a.Heads*d, h*d, false)
+		qGate = b.ColLinear("gate_proj", core.RoleGate, x, xg, a.Dim, a.Heads*d, h*d, a.GateBias)
 	}
 	if a.GateSoftplus || a.GateSigmoid {
 		qGate = b.ColLinear("g_proj", core.RoleGate, x, xg, a.Dim, a.gateWidth(a.Heads, d), a.gateWidth(h, d), false)

@@ -40,6 +40,10 @@ func (a *Attention) checkGateProj(path string) error {
 		return &units.Error{Path: path, Msg: "output_gate is either q_proj's second half (Qwen3-Next) or a gate_proj of its own (AFMoE), not both",
 			Hint: "pick one: output_gate=True or output_gate=\"gate_proj\""}
 	}
+	if a.GateBias && !a.GateProj {
+		return &units.Error{Path: path, Msg: "a gate bias is gate_proj's (output_gate=\"gate_proj\")",
+			Hint: "set output_gate=\"gate_proj\" or leave the gate's bias out"}
+	}
 	if a.GateProj && a.FusedQKV {
 		return &units.Error{Path: path, Msg: "output_gate=\"gate_proj\" is modelled with separate q, k and v projections (AFMoE's)",
 			Hint: "set fused_qkv=False"}

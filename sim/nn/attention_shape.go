@@ -63,6 +63,9 @@ func (a *Attention) Params() int64 {
 	}
 	if a.GateProj {
 		n += a.Dim * h * d
+		if a.GateBias {
+			n += h * d
+		}
 	}
 	if a.GateSoftplus || a.GateSigmoid {
 		n += a.Dim * a.gateWidth(h, d)

@@ -127,6 +127,7 @@ CASES = [
     ("flops/mixtral-tiny.json", "", ("MixtralForCausalLM",)),
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
     ("helium-tiny.json", "", ("HeliumForCausalLM",)),
+    ("hrm_text-tiny.json", "", ("HrmTextForCausalLM",)),
     ("jais2-tiny.json", "", ("Jais2ForCausalLM",)),
     ("hyperclovax-tiny.json", "", ("HyperCLOVAXForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
