@@ -189,6 +189,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"cohere (Command R, R+, Aya 23, Aya Expanse, transformers 4.39) is cohere2's parallel layer rotating q and k in every layer, without windows; use_qk_norm norms each head of q and k with a [heads, head_dim] weight. " +
 			"hyperclovax (HyperCLOVAX-SEED-Think-14B, transformers 5.9) is granite with head_dim, Peri-LN post-norms after attention and MLP (use_post_norm, default true) and the logits multiplied by logits_scaling. " +
 			"helium (Helium-1, transformers 4.49) is Llama with attention_bias on q, k and v only, RMSNorms weighting the fp32 rows and a rope on adjacent pairs. " +
+			"diffllama (DiffLlama, transformers 5.13) is Llama whose attention runs twice, over each half of v's heads, the second call's output times a learned λ subtracted from the first's and group-normed (lambda_q1, lambda_k1, lambda_q2, lambda_k2 a layer); an odd num_key_value_heads and attention_dropout are refused, as transformers refuses them, and so are tensor and context parallelism. " +
 			"hrm_text (HRM-Text, transformers 5.9) runs two stacks of Llama layers (weightless fp32 RMSNorms, q, k and v of num_attention_heads heads, a sigmoid gate_proj on the attention output) H_cycles x (L_cycles L calls, one H call), each call with the same weights; L_bp_cycles says how many L calls of each cycle run with grad, the others under no_grad; flash with prefix_lm, pipeline stages and sharded parameters are refused. " +
 			"ministral (Ministral-8B-Instruct-2410, transformers 4.57) is Mistral whose layer_types sliding_attention layers slide over sliding_window (without layer_types every layer, over 4096 keys by default). " +
 			"jais2 (Jais-2-8B-Chat, transformers 5.0) is Llama with q, k, v, o and an ungated squared-ReLU MLP (up_proj, down_proj) biased by default and LayerNorms with biases. " +
@@ -272,6 +273,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mimo_v2_flash 5.13, " +
 			"flint 5.21, " +
 			"minimax_m2 and afmoe 5.0, " +
+			"diffllama 5.13, " +
 			"dots1 and arcee 4.53, " +
 			"longcat_flash 5.25, " +
 			"mistral4, minimax and axk1 5.15, " +

@@ -145,6 +145,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if v, ok := c.raw["clip_qkv"]; ok && v != nil && f.olmoNorm && c.err == nil {
 		c.fail("clip_qkv", "is not modelled (OlmoAttention's in-place clamps of q, k and v; got %s): OLMo-1B-hf and OLMo-7B-hf set null", describeJSON(v))
 	}
+	if f.diffllama {
+		c.diffLlamaChecks(kv)
+	}
 	if f.helium && heads*hd != hidden && c.err == nil {
 		// HeliumAttention's o_proj is nn.Linear(hidden_size, hidden_size)
 		c.fail("head_dim", "times num_attention_heads must be hidden_size (%d): Helium's o_proj reads hidden_size inputs (got %d x %d)", hidden, heads, hd)
@@ -234,6 +237,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
 	at.QPosScale = c.modelType == "ministral3"
 	at.QKL2Norm, at.QKL2Split = f.nanochat, f.nanochat // NanoChatAttention: rope, then q_norm and k_norm
+	at.Differential = f.diffllama
 	// The rotary cos and sin the model makes once a forward and every
 	// layer saves (nn.Attention.ropeTables): gpt-oss's half a head wide,
 	// Phi-3's partial_rotary_factor of it (its rope ends in a cat: RopeCat),

@@ -6,7 +6,7 @@ package hf
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, cwm, mellum, hunyuan_v1_dense, hunyuan_v1_moe
-// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, apertus1p5_text, nanochat (nanochat.go), helium, hyperclovax, olmo, nemotron and jais2; their differences are
+// (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, apertus1p5_text, nanochat (nanochat.go), helium, diffllama, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
 // builder is buildDecoder (decoder.go).
 type decoderFamily struct {
@@ -106,6 +106,11 @@ type decoderFamily struct {
 	// (all sparse by default) in place of decoder_sparse_step and
 	// mlp_only_layers, which MellumConfig drops
 	mellum bool
+	// diffllama: DiffLlama's differential attention (nn.Attention
+	// Differential; modular_diffllama.py at 5.25.0): an even
+	// num_key_value_heads and no attention dropout, as
+	// DiffLlamaAttention refuses either
+	diffllama bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -184,6 +189,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, upDown: true, actDef: "relu2", layerNorm: true, actKey: "hidden_act"}
 	case "helium":
 		return decoderFamily{headDimDef: 128, helium: true, actKey: "hidden_act"}
+	case "diffllama": // LlamaAttention's attention_bias (q, k, v, o), MistralMLP's unbiased MLP
+		return decoderFamily{attnBias: true, diffllama: true, actKey: "hidden_act"}
 	case "mellum":
 		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, moe: "mellum", windows: true, windowDef: 1024, mellum: true, actKey: "hidden_act"}
 	case "cwm":

@@ -115,6 +115,14 @@ var hfFamilies = []hfFamily{
 	// _supports_sdpa and _supports_flash_attn False, so attn="sdpa" runs
 	// eager as noFused says).
 	{modelType: "deepseek_v4", prefix: "DeepseekV4", base: "model", heads: decoderHeads, build: buildDeepSeekV4, noFused: true, since: [2]int{5, 8}, experts: &hfExperts{}},
+	// diffllama: DiffLlama (diffllama.go, decoder.go). models/diffllama is
+	// in every wheel from 4.48, but up to 5.12.0 DiffLlamaAttention
+	// concatenates v's halves and runs one attention with value heads of
+	// 2 x head_dim (and a FlashAttention class of its own); 5.13.0 is the
+	// first wheel with 5.25.0's two calls over the halves (5.12.0, 5.13.0
+	// and 5.24.0 read; 5.13.0's forward differs in the cache's name).
+	{modelType: "diffllama", prefix: "DiffLlama", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 13},
+		sinceWhy: "4.48 to 5.12 run DiffLlama's attention once with v's halves concatenated (value heads of 2 x head_dim), which memsh does not model"},
 	// dots1: rednote's dots.llm1; the 4.53.0 wheel is the first with
 	// models/dots1 (absent from 4.52.4). DeepSeek-V3's router and experts
 	// and their fp32 keeps (dots1.go).

@@ -209,6 +209,10 @@ type Attention struct {
 	// the attention output before o_proj (AFMoE's AfmoeAttention;
 	// attention_gate.go). It and OutputGate exclude each other.
 	GateProj bool
+	// Differential: DiffLlama's differential attention, two kernel calls
+	// over the halves of v's heads combined by a learned λ and a group
+	// norm (attention_diff.go); kv heads even.
+	Differential bool
 	// GateBias: GateProj's gate_proj has a bias (HrmTextAttention's,
 	// bias=attention_bias, modular_hrm_text.py at transformers 5.25.0).
 	GateBias bool
@@ -411,7 +415,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		k, v = kvCache(b, k, v, s, kv, d)
 		kl, vl = headMajor, headMajor
 	}
-	if !a.kvNative() && kv != h && (!a.FusedQKV || a.RepeatKV) && !la.sdpaGQA(b) {
+	if !a.Differential && !a.kvNative() && kv != h && (!a.FusedQKV || a.RepeatKV) && !la.sdpaGQA(b) {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
 		v = expandKV(b, "v", v, core.WithLast(s, h*la.Vd()), kv)
@@ -435,8 +439,10 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		q, k, v, att, sa = ulyssesHeads(b, la, q, k, v, s)
 		kl, vl = seqMajor, seqMajor // the exchanged tensors are fresh [b, s, heads*d] outputs
 	}
-	switch a.Impl {
-	case "eager":
+	switch {
+	case a.Differential: // its own two calls, repeat_kv and combination (attention_diff.go)
+		o = att.differential(b, q, k, v, sa, kl)
+	case a.Impl == "eager":
 		o = att.eager(b, q, k, v, sa, kl, vl)
 	default:
 		o = att.Fused(b, q, k, v, sa)

@@ -57,6 +57,9 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 	if err := a.checkWideQKNorm(path, par.TP); err != nil {
 		return err
 	}
+	if err := a.checkDifferentialLayout(path, par); err != nil {
+		return err
+	}
 	return a.checkUlysses(path, par)
 }
 

@@ -70,6 +70,9 @@ func (a *Attention) Params() int64 {
 	if a.GateSoftplus || a.GateSigmoid {
 		n += a.Dim * a.gateWidth(h, d)
 	}
+	if a.Differential { // lambda_q1, lambda_k1, lambda_q2, lambda_k2
+		n += 4 * d
+	}
 	return n
 }
 func (a *Attention) Summary() string {
@@ -128,6 +131,9 @@ func (a *Attention) Validate(path string) error {
 			Hint: "set fused_qkv=False, or leave output_gate out"}
 	}
 	if err := a.checkGateProj(path); err != nil {
+		return err
+	}
+	if err := a.checkDifferential(path); err != nil {
 		return err
 	}
 	if err := a.checkValueHead(path); err != nil {

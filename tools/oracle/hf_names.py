@@ -128,6 +128,7 @@ CASES = [
     ("ministral-tiny.json", "", ("MinistralForCausalLM",)),
     ("helium-tiny.json", "", ("HeliumForCausalLM",)),
     ("hrm_text-tiny.json", "", ("HrmTextForCausalLM",)),
+    ("diffllama-tiny.json", "", ("DiffLlamaForCausalLM",)),
     ("jais2-tiny.json", "", ("Jais2ForCausalLM",)),
     ("hyperclovax-tiny.json", "", ("HyperCLOVAXForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
