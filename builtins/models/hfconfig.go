@@ -227,6 +227,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"hy_v3 (Hy3, transformers 5.6) is DeepSeek-V3's pre-norm layer around attention with q and k normed per head and an MLP that is dense or, by mlp_layer_types (default: layer 0 dense), an MoE of num_experts behind a fp32 sigmoid router with a correction bias and one shared expert of moe_intermediate_size x num_shared_experts, added in fp32 when enable_moe_fp32_combine. " +
 			"mellum (Mellum2-12B-A2.5B, transformers 5.10) is qwen3_moe with sliding and full layers (layer_types, all full by default; a rotary pair a type) " +
 			"and, by mlp_layer_types, a dense MLP of intermediate_size or the sparse block (all sparse by default; num_experts 64). " +
+			"lara_mini (Lara-4-Mini, transformers 5.24) mixes Qwen3.5's Gated DeltaNet (its gated norm in fp32 with the weight's fp32 copy), sliding attention layers with a rotary embedding and full ones without (layer_types), Helium's fp32-weighted RMSNorms (q_norm and k_norm per head too) and Flint's MoE block in every layer: an fp32 softmax router over x.float() and weight.float(), 3-D experts and an ungated shared expert. " +
 			"laguna (Laguna XS.2, transformers 5.7) has per-layer query heads (num_attention_heads_per_layer), sliding and full layers with their own rotary widths (rope_parameters per layer type), q and k normed per head, a softplus output gate from g_proj (gating: per head or per element), and a dense MLP or, by mlp_layer_types, a shared expert then num_experts behind a sigmoid router with a correction bias; moe_router_logit_softcapping and moe_apply_router_weight_on_input are refused. " +
 			"mimo_v2_flash (MiMo-V2-Flash, transformers 5.13) has full layers and sliding ones (layer_types; sliding_window, or sliding_window_size + 1) with twice the kv heads and a sink a head, v heads of v_head_dim narrower than head_dim, v times attention_value_scale, each layer type its own partial rotary pair (rope_parameters per layer type, 0.334 by default), eager only (attn=\"sdpa\" runs eager, flash is refused), and a dense MLP or, by mlp_layer_types, n_routed_experts behind a sigmoid router with a correction bias, no shared expert; mtp=True is refused. " +
 			"flint (Flint, transformers 5.21) is qwen3_moe's layers with gpt-oss's RMSNorm everywhere (q_norm and k_norm too), a sink a head in every layer (fp32), rotary sliding layers (layer_types, sliding_window 513) beside full ones without position encoding, eager only (fp32 scores of q and k cast to fp32, the softmax over the scores and the sink column; attn=\"sdpa\" runs eager, flash is refused), and a dense MLP on mlp_only_layers (default [0, 1]) or num_experts behind an fp32 sigmoid router plus an ungated shared_expert of shared_expert_intermediate_size. " +
@@ -269,6 +270,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"hy_v3 5.6, " +
 			"kolibri1 5.20, " +
 			"laguna 5.7, " +
+			"lara_mini 5.24, " +
 			"mellum 5.10, " +
 			"mimo_v2_flash 5.13, " +
 			"flint 5.21, " +

@@ -227,6 +227,7 @@ var configClasses = map[string]*configClass{
 	"jais2":             {name: "Jais2Config", defaults: map[string]any{"attention_bias": true, "mlp_bias": true}},
 	"jamba":             {name: "JambaConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"laguna":            {name: "LagunaConfig", defaults: map[string]any{"num_key_value_heads": num("8")}},
+	"lara_mini":         {name: "LaraMiniConfig", defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128"), "sliding_window": num("512")}},
 	"minimax":           {name: "MiniMaxConfig", aliases: [][2]string{{"num_experts", "num_local_experts"}}, defaults: map[string]any{"num_key_value_heads": num("8"), "num_local_experts": num("8"), "num_experts_per_tok": num("2"), "intermediate_size": num("14336")}},
 	"minimax_m2":        {name: "MiniMaxM2Config", defaults: map[string]any{"num_key_value_heads": num("8")}},
 	"ministral":         {name: "MinistralConfig", defaults: map[string]any{"num_key_value_heads": num("8")}, required: []string{"head_dim"}},

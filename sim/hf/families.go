@@ -382,6 +382,9 @@ var hfFamilies = []hfFamily{
 	// TestLagunaTransformers517). Nothing is kept fp32
 	// (LagunaPreTrainedModel has no keep list).
 	{modelType: "laguna", prefix: "Laguna", base: "model", heads: decoderHeads, build: buildLaguna, since: [2]int{5, 7}, experts: &hfExperts{}},
+	// lara_mini: translated's Lara-4-Mini (lara_mini.go); the 5.24.0 wheel
+	// is the first with models/lara_mini (absent from 5.23.0; unzip -l).
+	{modelType: "lara_mini", prefix: "LaraMini", base: "model", heads: decoderHeads, build: buildLaraMini, since: [2]int{5, 24}, experts: &hfExperts{router: "gate"}},
 	{modelType: "lfm2", prefix: "Lfm2", base: "model", heads: decoderHeads, build: buildLFM2, since: [2]int{4, 54}},
 	// lfm2_moe: LFM2-8B-A1B; the 5.0.0 wheel is the first with
 	// models/lfm2_moe (absent from 4.57.3, the last 4.x). lfm2.go.

@@ -234,6 +234,11 @@ type Attention struct {
 	// weight times the fp32 rows before the cast back (AFMoE's q_norm and
 	// k_norm, Olmo2RMSNorm(head_dim); qknorm.go).
 	QKNormOlmo2 bool
+	// QKNormWeightFP32: with QKNormOlmo2, the weight multiplies the fp32
+	// rows as weight.to(torch.float32), an fp32 copy in a 16-bit model
+	// (Helium's RMSNorm over each head: LaraMiniAttention's q_norm and
+	// k_norm, modular_lara_mini.py at transformers 5.25.0).
+	QKNormWeightFP32 bool
 	// OutName is the output projection's module name; "" = "o_proj"
 	// (Qwen3-VL's vision blocks call it proj, LFM2 out_proj).
 	OutName string

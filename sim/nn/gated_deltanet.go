@@ -52,6 +52,12 @@ type GatedDeltaNet struct {
 	// 4.57 builds it when fla is installed); else transformers 5's
 	// Qwen3NextRMSNormGated in torch ops.
 	FusedNorm bool
+	// NormWeightFP32: the torch gated norm multiplies the fp32 normed
+	// rows by weight.to(torch.float32) (an fp32 copy in a 16-bit model)
+	// before the gate, all in fp32 (GLM-5-Next's RMSNormGated with silu:
+	// LaraMiniRMSNormGated, modular_lara_mini.py at transformers 5.25.0),
+	// where Qwen3.5's casts the normed rows back first.
+	NormWeightFP32 bool
 }
 
 // The delta-rule kernels GatedDeltaNet models.
@@ -290,6 +296,13 @@ func (g *GatedDeltaNet) norm(b *core.Builder, o, z core.Value, s []int64) core.V
 	rows := core.Rows(s) * g.VHeads
 	rstd := b.Out(i, "rstd", []int64{rows, 1}, units.FP32, "the norm's rsqrt per token and value head (saved)")
 	saved := []core.Value{rstd}
+	normDT := dt
+	if g.NormWeightFP32 && !g.FusedNorm {
+		normDT = units.FP32 // weight.to(float32) * the fp32 normed rows
+		if b.P.Params[w].Stored(b.Prec) != units.FP32 {
+			saved = append(saved, b.Out(i, "weight_fp32", []int64{g.VHeadDim}, units.FP32, "weight.to(torch.float32), saved by its product"))
+		}
+	}
 	if g.FusedNorm {
 		b.Save(i, o, z)
 	} else {
@@ -299,9 +312,9 @@ func (g *GatedDeltaNet) norm(b *core.Builder, o, z core.Value, s []int64) core.V
 			why  string
 		}{
 			{"x_fp32", units.FP32, "o.to(float32), saved by pow and by its product with rsqrt"},
-			{"normed", dt, "the normed value cast back, saved by the weight's product"},
+			{"normed", normDT, "the normed value cast back, saved by the weight's product"},
 			{"z_fp32", units.FP32, "gate.to(float32), silu's input (saved)"},
-			{"weighted", dt, "weight * normed, saved by the gate's product"},
+			{"weighted", normDT, "weight * normed, saved by the gate's product"},
 			{"silu_z", units.FP32, "silu of the gate (fp32), saved by the product"},
 		} {
 			saved = append(saved, b.Out(i, v.name, core.WithLast(s, vd), v.dt, v.why))

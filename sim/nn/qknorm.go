@@ -51,6 +51,10 @@ func (a *Attention) headNorm(b *core.Builder, name string, x core.Value, s []int
 			defer b.Scope(name)()
 			return cohereNorm(b, x, []int64{heads, headDim}, headDim)
 		})
+	case a.QKNormOlmo2 && a.QKNormWeightFP32:
+		return overHeads(b, name, x, s, heads, headDim, func() core.Value {
+			return fp32RMSNorm(b, name, x, headDim, normWeightFloat, "Helium's RMSNorm")
+		})
 	case a.QKNormOlmo2:
 		return overHeads(b, name, x, s, heads, headDim, func() core.Value { return olmo2Norm(b, name, x, headDim) })
 	}

@@ -129,6 +129,7 @@ CASES = [
     ("helium-tiny.json", "", ("HeliumForCausalLM",)),
     ("hrm_text-tiny.json", "", ("HrmTextForCausalLM",)),
     ("diffllama-tiny.json", "", ("DiffLlamaForCausalLM",)),
+    ("lara_mini-tiny.json", "", ("LaraMiniForCausalLM",)),
     ("jais2-tiny.json", "", ("Jais2ForCausalLM",)),
     ("hyperclovax-tiny.json", "", ("HyperCLOVAXForCausalLM",)),
     ("cohere-tiny-qknorm.json", "", ("CohereForCausalLM",)),
