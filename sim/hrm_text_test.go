@@ -132,3 +132,31 @@ func TestHrmTextConfig(t *testing.T) {
 		}
 	}
 }
+
+// With use_cache (HrmTextConfig's default; the harness sets the cache's
+// num_hidden_layers slots, LAYERS x H_cycles x (L_cycles + 1)): every
+// call of a stack, under no_grad too, appends its k and v to its own
+// slot of the DynamicCache, and the kernel reads those copies:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/hrm_text-tiny.json {1,2} 2 32 {float32 sdpa,bfloat16 eager}
+//
+// saved as without the cache (heads all key heads: no repeat_kv copy is
+// kept beside them): fp32 sdpa 1,652,484 / 3,134,724, bf16 eager
+// 1,227,524 / 2,295,044.
+func TestHrmTextCacheSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		precision, attn string
+		saved           [2]int64
+	}{
+		{"fp32", "sdpa", [2]int64{1_652_484, 3_134_724}},
+		{"bf16", "eager", [2]int64{1_227_524, 2_295_044}},
+	} {
+		for i, want := range tc.saved {
+			p := hfSavedPlan(t, "hrm_text-tiny.json", i+1, tc.precision, hf.Options{Attn: tc.attn}, false)
+			p.UseCache = true
+			if got := evalPlan(t, p).SavedActivations; got != want {
+				t.Errorf("%s %s, %d layers, use_cache: %d saved, want %d (%+d)", tc.precision, tc.attn, i+1, got, want, got-want)
+			}
+		}
+	}
+}

@@ -70,6 +70,7 @@ cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != 
 cfg.num_hidden_layers = layers
 if getattr(cfg, "num_layers_per_stack", None) is not None:  # HrmTextConfig: LAYERS is each of its two stacks' (its num_hidden_layers, rewritten by __post_init__, counts the cache's slots)
     cfg.num_layers_per_stack = layers
+    cfg.num_hidden_layers = layers * cfg.H_cycles * (cfg.L_cycles + 1)
 for key in ("layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "num_attention_heads_per_layer", "layer_rope_theta", "kv_source_layers"):  # per-layer lists cut with the layers (from_pretrained validates their length; Ling 3's SwiGLU limits; Laguna's heads; Kolibri 1.1's K/V sources)
     if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
         setattr(cfg, key, getattr(cfg, key)[:layers])
