@@ -177,6 +177,9 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err := axolotlQAT(t, adapter, &run); err != nil { // axolotl_qat.go
 		return nil, err
 	}
+	if run.quantExperts, err = axolotlMoEQuant(t, adapter); err != nil {
+		return nil, err
+	}
 	var unfrozenGrads bool
 	if run.trainable, unfrozenGrads, err = axolotlUnfrozen(t, o, adapter); err != nil {
 		return nil, err

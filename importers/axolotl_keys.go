@@ -30,7 +30,6 @@ var axolotlRefused = []struct{ key, what string }{
 	{"flash_attn_fuse_mlp", "flash-attention's fused MLP"},
 	{"flash_optimum", "BetterTransformer"},
 	{"experts_implementation", "another MoE experts kernel"},
-	{"quantize_moe_experts", "MoE experts quantized on load"},
 	{"use_kernels", "Hub kernels replacing the model's layers"},
 	{"use_scattermoe", "ScatterMoE's experts"}, {"use_sonicmoe", "SonicMoE's experts"},
 	{"reinit_weights", "a model built from its config, not loaded"},

@@ -184,6 +184,9 @@ type hfRun struct {
 	// preference is train(preference=)'s expression (Axolotl's rl:
 	// axolotlRL), "" for a language model's loss.
 	preference string
+	// quantExperts: the 3-D MoE experts quantized too (Axolotl's
+	// quantize_moe_experts: axolotlMoEQuant).
+	quantExperts bool
 	// sftTrainer: the run is TRL's SFTTrainer (or the plain Trainer), whose
 	// release memsh.trl may say (hfTRL).
 	sftTrainer bool
@@ -400,6 +403,9 @@ func hfAdapters(t *tree, p *plan, run hfRun) error {
 	}
 	if in4 && run.quantStorage != "" {
 		p.set("quant_storage", str(run.quantStorage))
+	}
+	if run.quantExperts {
+		p.set("quant_experts", "True")
 	}
 	rank, err := t.integer("lora_r", 16, 1, 1<<16)
 	if err != nil {

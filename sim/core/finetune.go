@@ -13,11 +13,14 @@ import (
 // the chunked loss (chunked_loss.go) and sequence packing (packing.go).
 // Offload and paging act on the replay instead (offload.go, replay/paging.go).
 type Finetune struct {
-	quant     string      // nf4 | nf4-dq | int8, "" when none
-	quantHead bool        // lm_head quantized too
-	quantFrom units.DType // dtype the weights were quantized from (what dequantize returns)
-	freeze    []string
-	trainable []*regexp.Regexp // Plan.Trainable compiled (trainable.go); nil: every parameter may train
+	quant     string // nf4 | nf4-dq | int8, "" when none
+	quantHead bool   // lm_head quantized too
+	// quantExperts: 3-D expert weights stored 4-bit, dequantized on access
+	// (quant_experts.go)
+	quantExperts bool
+	quantFrom    units.DType // dtype the weights were quantized from (what dequantize returns)
+	freeze       []string
+	trainable    []*regexp.Regexp // Plan.Trainable compiled (trainable.go); nil: every parameter may train
 	// trainablePatterns are Plan.Trainable as written, for errors.
 	trainablePatterns []string
 	lossChunks        int64
@@ -44,6 +47,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 	*ft = Finetune{
 		quant:        p.Quant,
 		quantHead:    p.QuantLMHead,
+		quantExperts: p.QuantExperts,
 		quantFrom:    p.QuantFrom,
 		freeze:       p.Freeze,
 		lossChunks:   p.LossChunks,
@@ -95,6 +99,10 @@ func (p *Plan) validateFinetune() error {
 	}
 	if p.QuantLMHead && p.Quant == "" {
 		return &units.Error{Path: "train", Msg: "quant_lm_head=True needs quant=", Hint: `pass quant="nf4"`}
+	}
+	if p.QuantExperts && p.Quant != "nf4" && p.Quant != "nf4-dq" {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("quant_experts=True stores the 3-D experts in bitsandbytes' 4-bit nf4 (replace_parameter_4bit); quant is %q", p.Quant),
+			Hint: `pass quant="nf4" or "nf4-dq" (Axolotl's 8-bit experts parametrization is not modelled)`}
 	}
 	switch p.QuantFrom {
 	case units.InvalidDType, units.FP16, units.BF16, units.FP32:

@@ -143,7 +143,13 @@ func (b *Builder) paramTargets() (map[string]bool, bool, error) {
 //
 // PEFT's ParamWrapper refuses lora_dropout != 0 (dropout cannot be
 // factored out of the merged weight); so does this.
-func (b *Builder) ParamLoRA(w int32, param string) Value {
+func (b *Builder) ParamLoRA(w int32, param string) Value { return b.ParamLoRAFrom(w, param, NoValue) }
+
+// ParamLoRAFrom is ParamLoRA over base, the weight's value as the module
+// reads it (bitsandbytes' parametrization dequantizes a 4-bit expert
+// weight before PEFT's, quant_experts.go), NoValue for the parameter
+// itself. The merge reads base and frees nothing of it.
+func (b *Builder) ParamLoRAFrom(w int32, param string, base Value) Value {
 	targets, fused, err := b.paramTargets()
 	if err != nil {
 		panic(LowerError{&units.Error{Path: b.Name(""), Msg: err.Error(), Hint: "target both (all-linear does), or neither"}})
@@ -183,6 +189,12 @@ func (b *Builder) ParamLoRA(w int32, param string) Value {
 	bw := b.AdapterParam("weight", []int64{out, experts * r}, RoleLoRA)
 	done()
 	dt := p.Stored(b.Prec)
+	if base != NoValue {
+		dt = b.Dtype(base)
+		if experts == 1 {
+			panic(LowerError{units.Errorf(key, "internal error: a dequantized base for a 2-D parameter")})
+		}
+	}
 	if experts == 1 {
 		// (B @ A) * scaling in the adapters' dtype, then .to(W's dtype), W + delta
 		adt := b.P.Params[a].Stored(b.Prec)
@@ -206,17 +218,20 @@ func (b *Builder) ParamLoRA(w int32, param string) Value {
 	}
 	lhs, lp := factor(bw, []int64{experts, out, r}, "lora_B as [E, out, r] in the parameter's dtype (get_delta_factors)")
 	rhs, rp := factor(a, []int64{experts, r, in}, "lora_A as [E, r, in] in the parameter's dtype (get_delta_factors)")
-	var ins []Value
+	var factors []Value
 	for _, v := range []Value{lhs, rhs} {
 		if v != NoValue {
-			ins = append(ins, v)
+			factors = append(factors, v)
 		}
 	}
-	params := append(append([]int32{w}, lp...), rp...)
+	ins, params := factors, append(append([]int32{w}, lp...), rp...)
+	if base != NoValue { // the dequantized weight in place of the parameter
+		ins, params = append([]Value{base}, factors...), append(lp, rp...)
+	}
 	i := b.AddOp("baddbmm", "merged", ins, params...)
 	merged := b.Out(i, "merged", p.Shape, dt, "W + scaling * lora_B @ lora_A per expert (torch.baddbmm): the weight the experts read")
 	b.Val(merged).Grad = true
-	b.Save(i, ins...)
+	b.Save(i, factors...)
 	b.Op(i).Flops = 2 * float64(experts*out*in*r)
 	b.Op(i).Bytes += 2 * float64(dt.Bytes(experts*out*in)) // W read, the merged weight written
 	return merged

@@ -64,6 +64,7 @@ type Plan struct {
 
 	// Fine-tuning and memory savers (finetune.go).
 	QuantLMHead    bool        // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
+	QuantExperts   bool        // 3-D MoE expert weights quantized too, dequantized on each forward (Axolotl's quantize_moe_experts: quant_experts.go)
 	QuantFrom      units.DType // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
 	QuantStorage   units.DType // bnb_4bit_quant_storage: the dtype holding the 4-bit codes; InvalidDType = uint8 (quant_shard.go)
 	Freeze         []string    // frozen modules by path prefix, role or "all"

@@ -461,10 +461,18 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		r, identity = m.zeroExperts(b, x, r)
 	}
 	if m.impl() != MoELoop && b.Quantizes(RoleExpertUp) {
-		if at := b.Name(""); !slices.Contains(b.P.QuantSkipped, at) {
-			b.P.QuantSkipped = append(b.P.QuantSkipped, at) // 3-D experts: no nn.Linear for bitsandbytes to replace
+		switch {
+		case b.QuantizesExperts() && m.impl() == MoEGroupedMM && b.Par.Epn() == 1: // dequantized on access (lowerGroupedMM)
+		case b.QuantizesExperts():
+			panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+				Msg:  "quant_experts=True (bitsandbytes' parametrization of the 3-D experts) is modelled for transformers' grouped_mm experts without expert parallelism, not impl " + m.impl(),
+				Hint: `drop quant_experts (the experts then stay in 16 bit), or use the model's grouped_mm experts`}})
+		default:
+			if at := b.Name(""); !slices.Contains(b.P.QuantSkipped, at) {
+				b.P.QuantSkipped = append(b.P.QuantSkipped, at) // 3-D experts: no nn.Linear for bitsandbytes to replace
+			}
+			b.P.QuantSkippedAlways = b.P.QuantSkippedAlways || m.impl() == MoEDenseBMM
 		}
-		b.P.QuantSkippedAlways = b.P.QuantSkippedAlways || m.impl() == MoEDenseBMM
 	}
 	var out core.Value
 	switch {

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // DBRX's experts and router noise, as transformers 5.25.0 runs them
@@ -29,7 +30,11 @@ func (m *MoE) registerGLU(b *core.Builder) fusedWeights {
 	tp := b.Par.Etpn()
 	E := m.Experts / b.Par.Epn()
 	h := m.Hidden / tp
-	fw := fusedWeights{gateUpBias: -1, downBias: -1, gateUpLoRA: core.NoValue, downLoRA: core.NoValue}
+	if b.QuantizesExperts() {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: "quant_experts=True on separate gate and up expert weights (w1, v1, w2) is not modelled",
+			Hint: "drop quant_experts (the experts then stay in 16 bit)"}})
+	}
+	fw := fusedWeights{gateUpBias: -1, downBias: -1, gateUpLoRA: core.NoValue, downLoRA: core.NoValue, gateUpQ: core.NoValue, downQ: core.NoValue}
 	reg := func(name string, role core.Role) int32 {
 		p := b.Param(name, []int64{E * h, m.Dim}, role)
 		b.ShardParam(p, m.Experts*m.Hidden*m.Dim)

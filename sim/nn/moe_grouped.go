@@ -76,6 +76,33 @@ type fusedWeights struct {
 	// PEFT wraps the parameter (core.Builder.ParamLoRA: W merged with its
 	// adapters), NoValue otherwise.
 	gateUpLoRA, downLoRA core.Value
+	// gateUpQ and downQ are the weights dequantized from their 4-bit
+	// storage when the plan quantizes the experts (quant_experts),
+	// NoValue otherwise.
+	gateUpQ, downQ core.Value
+}
+
+// read is the weight the experts' forward reads for parameter p: PEFT's
+// merged weight, else the dequantized one, else NoValue (the parameter).
+func (fw *fusedWeights) read(p int32) core.Value {
+	if w := fw.merged(p); w != core.NoValue {
+		return w
+	}
+	return fw.dequantized(p)
+}
+
+// dequantized is the dequantized weight of parameter p, NoValue when the
+// experts are not quantized.
+func (fw *fusedWeights) dequantized(p int32) core.Value {
+	switch {
+	case fw == nil:
+		return core.NoValue
+	case p == fw.gateUp:
+		return fw.gateUpQ
+	case p == fw.down:
+		return fw.downQ
+	}
+	return core.NoValue
 }
 
 // merged is the weight PEFT's ParamWrapper makes of parameter p, NoValue
@@ -106,7 +133,7 @@ func (m *MoE) registerFused(b *core.Builder) fusedWeights {
 	if m.GLUParams {
 		return m.registerGLU(b)
 	}
-	fw := fusedWeights{gateUpBias: -1, downBias: -1, up: -1}
+	fw := fusedWeights{gateUpBias: -1, downBias: -1, up: -1, gateUpQ: core.NoValue, downQ: core.NoValue}
 	fw.gateUp = b.Param(up, []int64{E, upRows, m.Dim}, RoleExpertUp)
 	b.ShardParam(fw.gateUp, m.Experts*upRows*tp*m.Dim)
 	fw.down = b.Param(down, []int64{E, m.Dim, h}, RoleExpertDown)
@@ -117,7 +144,10 @@ func (m *MoE) registerFused(b *core.Builder) fusedWeights {
 		fw.downBias = b.Param(down+"_bias", []int64{E, m.Dim}, RoleExpertDown)
 		b.ShardParam(fw.downBias, m.Experts*m.Dim)
 	}
-	fw.gateUpLoRA, fw.downLoRA = b.ParamLoRA(fw.gateUp, up), b.ParamLoRA(fw.down, down)
+	if b.QuantizesExperts() { // Axolotl's quantize_moe_experts (core/quant_experts.go): PEFT's merge reads them
+		fw.gateUpQ, fw.downQ = b.DequantizedExperts(fw.gateUp), b.DequantizedExperts(fw.down)
+	}
+	fw.gateUpLoRA, fw.downLoRA = b.ParamLoRAFrom(fw.gateUp, up, fw.gateUpQ), b.ParamLoRAFrom(fw.down, down, fw.downQ)
 	return fw
 }
 

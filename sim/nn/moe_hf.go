@@ -100,7 +100,14 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	proj := func(name string, in core.Value, p, bias int32, inDim, outDim int64) core.Value {
 		xin := b.Cast(in, dt, "expert input in the weight's dtype (grouped_mm is not autocast-enabled)")
 		var i int32
-		if w := fw.merged(p); w != core.NoValue { // PEFT's merged weight, which requires grad
+		if q := fw.dequantized(p); q != core.NoValue && fw.merged(p) == core.NoValue { // the parametrization's dequantized weight, no grad
+			xin = b.Cast(in, b.Dtype(q), "expert input in the dequantized weight's dtype (grouped_mm is not autocast-enabled)")
+			i = b.AddOp("grouped_matmul", name, []core.Value{xin, q})
+			b.Out(i, name, []int64{S, outDim}, b.Dtype(q), "grouped GEMM output ("+name+")")
+			if b.Grad(xin) {
+				b.Save(i, q) // the weight, for the input's gradient
+			}
+		} else if w := fw.merged(p); w != core.NoValue { // PEFT's merged weight, which requires grad
 			i = b.AddOp("grouped_matmul", name, []core.Value{xin, w})
 			b.Out(i, name, []int64{S, outDim}, dt, "grouped GEMM output ("+name+")")
 			b.Save(i, xin)
@@ -179,6 +186,9 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	// backward (grad.reshape) copies into [S, d]: about twice these bytes,
 	// stream's backward.
 	b.Op(sm).Bytes += float64(b.Val(ro).Bytes)
+	if fw.gateUpQ != core.NoValue { // the experts' forward hook clears the parametrization cache
+		b.HoldDequantized(fw.read(fw.gateUp), fw.read(fw.down))
+	}
 	return b.Cast(out, b.Dtype(x), "the block's output in the hidden states' dtype")
 }
 
