@@ -169,7 +169,7 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 		if prog.QuantSkippedAlways {
 			tail = "Llama 4's are 3-D in every transformers release (moe(impl=\"dense_bmm\"))"
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("quant=%q replaces nn.Linear modules only: the experts of %d %s (%s) are 3-D parameters (transformers 5's experts; moe(impl=\"fused_loop\", \"grouped_mm\" or \"grouped\")) and stay in %s; %s",
+		rep.Notes = append(rep.Notes, fmt.Sprintf("quant=%q replaces nn.Linear modules only: the experts of %d %s (%s) are 3-D parameters (transformers 5's experts; moe(impl=\"fused_loop\", \"grouped_mm\" or \"grouped\")) and stay in %s; %s; quant_experts=True quantizes transformers' grouped_mm and Llama 4's dense experts too, as Axolotl's quantize_moe_experts does",
 			plan.Quant, n, blocks, quantSkippedNames(prog.QuantSkipped), plan.Precision.Params, tail))
 	}
 	if par := plan.Parallel; par.GradNormGroup && !par.DistributedOptimizer {

@@ -14,8 +14,16 @@ import (
 // hidden 32 on dim 64, grouped_mm) under QLoRA on every nn.Linear, their
 // 3-D experts quantized too when experts is set.
 func quantExpertsPlan(t *testing.T, experts bool, ckpt string) *core.Plan {
+	return quantExpertsPlanOf(t, nn.MoEGroupedMM, experts, ckpt)
+}
+
+// quantExpertsPlanOf is quantExpertsPlan with the experts of impl.
+func quantExpertsPlanOf(t *testing.T, impl string, experts bool, ckpt string) *core.Plan {
 	const d = 64
-	moe := &nn.MoE{Name: "moe", Dim: d, Hidden: 32, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGroupedMM}
+	moe := &nn.MoE{Name: "moe", Dim: d, Hidden: 32, Experts: 4, TopK: 2, Act: "swiglu", Impl: impl}
+	if impl == nn.MoEDenseBMM {
+		moe.Router, moe.TopK = nn.RouterTopKSigmoid, 1 // Llama 4's
+	}
 	block := &core.Sequential{Layers: []core.Layer{&nn.Linear{Name: "proj", In: d, Out: d}, moe}}
 	m := &core.Model{Name: "m", Layers: []core.Layer{&nn.Embedding{Name: "embed", Rows: 100, Dim: d},
 		&core.Repeat{Name: "layers", Layer: block, N: 2}, &nn.Linear{Name: "head", In: d, Out: 100}}, Vocab: 100}
@@ -58,6 +66,20 @@ func TestQuantExperts(t *testing.T) {
 		{"layers.0.moe.experts.parametrization_cache", replay.PhaseForward, nil},
 		{"layers.0.moe.experts.down_proj", replay.PhaseBackward, []int64{8_192, -16_384, -dn}},
 		{"layers.0.moe.experts.gate_up_proj.gate", replay.PhaseBackward, []int64{-8_192, -gu, -16}},
+	})
+	// Llama 4's dense bmm (every expert on every token): [4, 64, 64] and
+	// [4, 32, 64], the same sizes, read by torch.bmm.
+	dense := quantExpertsPlanOf(t, nn.MoEDenseBMM, true, "none")
+	if got, want := evalPlan(t, quantExpertsPlanOf(t, nn.MoEDenseBMM, false, "none")).States.Params-evalPlan(t, dense).States.Params, int64(70_400); got != want {
+		t.Errorf("dense bmm: parameters shrink by %d bytes, want %d", got, want)
+	}
+	dr, err := Evaluate(dense, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOpEvents(t, dr.Trace, []opEventCase{
+		{"layers.0.moe.experts.dequantize_4bit.gate_up_proj", replay.PhaseForward, []int64{gu}},
+		{"layers.0.moe.experts.dequantize_4bit.down_proj", replay.PhaseForward, []int64{dn}},
 	})
 	ck, err := Evaluate(quantExpertsPlan(t, true, "full"), core.Options{Trace: true})
 	if err != nil {

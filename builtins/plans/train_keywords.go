@@ -169,7 +169,7 @@ var TrainKeywords = []keyword{
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.HostMemory })},
 	{Name: "quant_experts", Def: starlark.False, Doc: "stores an MoE's 3-D expert weights in quant's 4-bit nf4 too, dequantized whole under no_grad each time the experts' forward reads them and cached until it ends, as Axolotl's quantize_moe_experts (bitsandbytes' replace_parameter_4bit) does: " +
-		"grouped_mm keeps each dequantized weight for its input's gradient, so every MoE layer's experts are saved in 16 bit for the backward (one layer's at a time under checkpointing); LoRA on the experts merges into the dequantized weight (PEFT's ParamWrapper); transformers' grouped_mm experts only, no expert parallelism (docs/peft.md)",
+		"grouped_mm keeps each dequantized weight for its input's gradient, so every MoE layer's experts are saved in 16 bit for the backward (one layer's at a time under checkpointing); LoRA on the experts merges into the dequantized weight (PEFT's ParamWrapper); transformers' grouped_mm experts and Llama 4's dense bmm only, no expert parallelism (docs/peft.md)",
 		set: setBool(func(p *core.Plan) *bool { return &p.QuantExperts })},
 	{Name: "quant_lm_head", Def: starlark.False, Doc: "quantizes lm_head too (Lightning's BitsandbytesPrecision)",
 		set: setBool(func(p *core.Plan) *bool { return &p.QuantLMHead })},

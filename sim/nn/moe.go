@@ -462,10 +462,10 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if m.impl() != MoELoop && b.Quantizes(RoleExpertUp) {
 		switch {
-		case b.QuantizesExperts() && m.impl() == MoEGroupedMM && b.Par.Epn() == 1: // dequantized on access (lowerGroupedMM)
+		case b.QuantizesExperts() && (m.impl() == MoEGroupedMM || m.impl() == MoEDenseBMM) && b.Par.Epn() == 1: // dequantized on access
 		case b.QuantizesExperts():
 			panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
-				Msg:  "quant_experts=True (bitsandbytes' parametrization of the 3-D experts) is modelled for transformers' grouped_mm experts without expert parallelism, not impl " + m.impl(),
+				Msg:  "quant_experts=True (bitsandbytes' parametrization of the 3-D experts) is modelled for transformers' grouped_mm experts and Llama 4's dense bmm, without expert parallelism, not impl " + m.impl(),
 				Hint: `drop quant_experts (the experts then stay in 16 bit), or use the model's grouped_mm experts`}})
 		default:
 			if at := b.Name(""); !slices.Contains(b.P.QuantSkipped, at) {

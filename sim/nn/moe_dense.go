@@ -83,6 +83,10 @@ func (m *MoE) lowerDenseBMM(b *core.Builder, x core.Value, r routing) core.Value
 	b.ReserveParams(E)
 	up := b.Param("gate_up_proj", []int64{E, d, 2 * h}, RoleExpertUp)
 	down := b.Param("down_proj", []int64{E, h, d}, RoleExpertDown)
+	upQ, downQ := core.NoValue, core.NoValue
+	if b.QuantizesExperts() { // Axolotl's quantize_moe_experts (core/quant_experts.go)
+		upQ, downQ = b.DequantizedExperts(up), b.DequantizedExperts(down)
+	}
 	rep := b.Ew("repeat", "routed_in", []core.Value{x}, []int64{E * T, d}, b.Dtype(x), "every token repeated for every expert (x.repeat(E, 1))")
 	col := b.Ew("reshape", "router_scores_col", []core.Value{r.weights}, []int64{E * T, 1}, b.Dtype(r.weights), "scores transposed to expert-major rows (a copy)")
 	rin := b.Mul("routed_in_scaled", rep, col)
@@ -92,12 +96,19 @@ func (m *MoE) lowerDenseBMM(b *core.Builder, x core.Value, r routing) core.Value
 	}
 	bmm := func(name string, in core.Value, p int32, inDim, outDim int64) core.Value {
 		xin := b.Cast(in, dt, "autocast copy of the bmm input")
-		wv := b.Weight(p, dt)
+		wv, params := b.Weight(p, dt), []int32{p}
+		q := downQ
+		if p == up {
+			q = upQ
+		}
+		if q != core.NoValue { // the parametrization's dequantized weight, no grad
+			wv, params = b.Cast(q, dt, "autocast copy of the dequantized weight"), nil
+		}
 		ins := []core.Value{xin}
 		if wv != core.NoValue {
 			ins = append(ins, wv)
 		}
-		i := b.AddOp("matmul", name, ins, p) // torch.bmm: E GEMMs of T rows, priced as one of E x T
+		i := b.AddOp("matmul", name, ins, params...) // torch.bmm: E GEMMs of T rows, priced as one of E x T
 		y := b.Out(i, name, []int64{E * T, outDim}, dt, "every expert's "+name+" of every token")
 		if b.Trainable(p) {
 			b.Save(i, xin)
@@ -127,5 +138,8 @@ func (m *MoE) lowerDenseBMM(b *core.Builder, x core.Value, r routing) core.Value
 	sm := b.AddOp("sum", "routed_out", []core.Value{y})
 	out := b.Out(sm, "routed_out", []int64{T, d}, b.Dtype(y), "every expert's weighted output summed per token")
 	b.Op(sm).Flops = float64(E * T * d)
+	if upQ != core.NoValue { // the experts' forward hook clears the parametrization cache
+		b.HoldDequantized(upQ, downQ)
+	}
 	return out
 }
