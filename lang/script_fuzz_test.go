@@ -237,10 +237,12 @@ p = parallel(dp = %[1]d, zero = %[2]d, reduce_bucket_size = %[3]d, stage3_prefet
 print(simulate(train(m, batch = %[7]d, seq = %[8]d, parallel = p)).summary)
 `,
 	`m = model("m", embedding(%[1]d, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[2]d), rmsnorm(64), vocab = %[1]d)
-trl = ["1.15", "1.8"][%[3]d %% 2]
-ref = ["model", "adapters", "precomputed"][%[4]d %% 3]
+tr = ["trl", "torchtune", "llamafactory"][%[3]d %% 3]
+trl = ["1.15", "1.8"][%[3]d %% 2] if tr == "trl" else None
+ref0 = ["model", "adapters", "precomputed", "none"][%[4]d %% 4]
+ref = "none" if tr != "trl" and ref0 == "precomputed" else ref0
 l = lora(rank = 4) if ref == "adapters" else None
-print(simulate(train(m, batch = %[5]d, seq = %[6]d, lora = l, preference = dpo(reference = ref, trl = trl), parallel = parallel(dp = %[7]d),
+print(simulate(train(m, batch = %[5]d, seq = %[6]d, lora = l, preference = dpo(reference = ref, trl = trl, trainer = tr), parallel = parallel(dp = %[7]d),
                      trainable = None if l else ["layers\\.%[8]d"])).summary)
 `,
 }
