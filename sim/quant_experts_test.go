@@ -91,26 +91,30 @@ func TestQuantExperts(t *testing.T) {
 	})
 }
 
-// TestQuantExpertsUnderPEFT: LoRA on every linear of qwen3_moe-tiny.json
-// (grouped_mm; 4 experts of 32 on hidden 64, the test config of
-// TestLoRAMoESavedAsPEFT) converts to PEFT's ParamWrapper on the experts'
-// gate_up_proj and down_proj, whose parametrization runs after
-// bitsandbytes' (Axolotl's patch_peft_target_parameters_matching): each
-// weight is dequantized (32,768 and 16,384 bf16 bytes), torch.baddbmm
-// merges the adapters into a new weight of the same size, and the
-// dequantized one goes at once: the parametrization cache keeps the merged
-// result, which grouped_mm saves as before.
+// TestQuantExpertsUnderPEFT: LoRA's target parameters
+// mlp.experts.gate_up_proj and mlp.experts.down_proj on qwen3_moe-tiny.json
+// (grouped_mm; 4 experts of 32 on hidden 64, the config of
+// TestLoRAMoESavedAsPEFT) wrap the experts in PEFT's ParamWrapper, whose
+// parametrization runs after bitsandbytes' (Axolotl's
+// patch_peft_target_parameters_matching): each weight is dequantized
+// (32,768 and 16,384 bf16 bytes), torch.baddbmm merges the adapters into a
+// new weight of the same size, and the dequantized one goes at once: the
+// parametrization cache keeps the merged result, which grouped_mm saves as
+// before. all-linear, whose conversion names the experts' parameters
+// bare, wraps no quantized expert (the patched injection matches module
+// paths only): no merge.
 func TestQuantExpertsUnderPEFT(t *testing.T) {
-	plan := func(experts bool) *core.Plan {
+	plan := func(experts bool, lora core.LoRA) *core.Plan {
 		p := hfSavedPlan(t, "qwen3_moe-tiny.json", 2, "bf16", hf.Options{Attn: "sdpa", Experts: "grouped_mm"}, false)
-		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}
+		p.LoRA = &lora
 		p.Quant, p.QuantExperts = "nf4", experts
 		return p
 	}
-	if got, want := evalPlan(t, plan(false)).States.Params-evalPlan(t, plan(true)).States.Params, int64(70_400); got != want {
+	params := core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q_proj"}, TargetParameters: []string{"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}}
+	if got, want := evalPlan(t, plan(false, params)).States.Params-evalPlan(t, plan(true, params)).States.Params, int64(70_400); got != want {
 		t.Errorf("parameters shrink by %d bytes, want %d", got, want)
 	}
-	r, err := Evaluate(plan(true), core.Options{Trace: true})
+	r, err := Evaluate(plan(true, params), core.Options{Trace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +125,15 @@ func TestQuantExpertsUnderPEFT(t *testing.T) {
 		{at + "down_proj.lora.merged", replay.PhaseForward, []int64{16_384, -16_384}},
 		{at + "parametrization_cache", replay.PhaseForward, nil},
 	})
+	prog, err := plan(true, core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}).LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range prog.Ops {
+		if op.Kind == "baddbmm" && strings.Contains(op.Name, ".experts.") {
+			t.Errorf("all-linear under quant_experts merges %s: the bare converted names wrap no quantized expert", op.Name)
+		}
+	}
 }
 
 // TestQuantExpertsRefused: what quant_experts is not modelled with.

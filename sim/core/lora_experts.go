@@ -157,6 +157,9 @@ func (b *Builder) ParamLoRAFrom(w int32, param string, base Value) Value {
 	key := b.Name(param)
 	hit := false
 	for t := range targets {
+		if base != NoValue && !strings.Contains(t, ".") {
+			continue // a quantized expert weight: Axolotl's patched injection matches module paths only (quant_experts.go)
+		}
 		if key == t || strings.HasSuffix(key, "."+t) {
 			if b.loraHits == nil {
 				b.loraHits = map[string]bool{}

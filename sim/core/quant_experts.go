@@ -19,6 +19,17 @@ import "github.com/memsh/memsh/sim/units"
 // dequantized weight for its input's gradient (it is an input tensor, not
 // a parameter), so every MoE layer's dequantized experts are saved for the
 // backward (recomputed with the layer under checkpointing).
+//
+// LoRA on them: Axolotl patches PEFT's parameter injection for the
+// parametrized experts (patch_peft_target_parameters_matching): a target
+// parameter wraps them only when it names the module path
+// ("mlp.experts.gate_up_proj", its lora_target_parameters) and never
+// through a bare name, so module names PEFT converts to the experts
+// (gate_proj, up_proj, down_proj, all-linear: bare gate_up_proj and
+// down_proj) leave them unwrapped (core.Builder.ParamLoRAFrom). Its README
+// for Qwen3-Next-80B-A3B's QLoRA (examples/qwen3-next) measures about 47
+// GiB with its default targets, which name shared_expert's projections,
+// and about 71 GiB with the experts' target parameters.
 
 // QuantizesExperts reports whether the plan stores 3-D expert weights
 // quantized (train(quant_experts=True)).
