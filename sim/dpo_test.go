@@ -197,8 +197,12 @@ func TestDPORefused(t *testing.T) {
 		{"unknown reference", func(p *core.Plan) { p.Preference.Reference = "copy" }, `unknown reference "copy"`},
 		{"unknown trl", func(p *core.Plan) { p.Preference.TRL = "1.14" }, `unknown trl "1.14"`},
 		{"tensor parallel", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 1, TP: 2} }, "tensor, pipeline, context and expert parallelism"},
-		{"zero 3", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, Zero: 3} }, "ZeRO-3 or FSDP"},
-		{"fsdp", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true} }, "ZeRO-3 or FSDP"},
+		{"zero 3 with the fused head", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, Zero: 3} }, `with trl="1.15" under ZeRO-3`},
+		{"zero 3 with the adapters' reference", func(p *core.Plan) {
+			p.Parallel, p.Preference.TRL, p.Preference.Reference = core.Parallelism{DP: 2, Zero: 3}, core.TRLLogits, core.RefAdapters
+			p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q"}}
+		}, `with reference="adapters" under ZeRO-3`},
+		{"fsdp", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true} }, "under FSDP is not modelled yet"},
 		{"loss_chunks", func(p *core.Plan) { p.LossChunks = 4 }, "loss_chunks does not apply"},
 		{"liger", func(p *core.Plan) { p.FusedLoss = "liger" }, "loss_chunks does not apply"},
 		{"eval", func(p *core.Plan) { p.Phase = core.Eval }, "is a training objective"},

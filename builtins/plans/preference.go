@@ -75,8 +75,9 @@ func PreferenceBuiltins() []host.Builtin {
 			"with reference=\"adapters\" the LoRA recipes, which keep the reference's fp32 logits until the next micro-batch's policy forward has scored its rows, with \"model\" full_dpo_distributed.py, " +
 			"which scores the chosen and the rejected half apart and deletes the reference's logits) or \"llamafactory\" (LLaMA-Factory's stage dpo: the logits upcast to fp32 and log_softmax'd whole, " +
 			"a contiguous copy of the shifted logits first, the policy's fp32 logits held until the loss); trl= is TRL's alone, and \"precomputed\" too. " +
-			"memsh scores every position of a row (TRL masks the prompt and the padding): an upper bound. One GPU or data parallelism (ddp, zero 1 or 2); " +
-			"ZeRO-3, FSDP, tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",
+			"memsh scores every position of a row (TRL masks the prompt and the padding): an upper bound. One GPU or data parallelism (ddp, zero 1, 2 or 3: " +
+			"ZeRO-3 partitions the reference copy as the policy, gathered in its forward only; not with reference=\"adapters\" or trl=\"1.15\"); " +
+			"FSDP, tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",
 		Fn: dpoFn,
 	}}
 }

@@ -309,7 +309,7 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	}
 	b.P.Params = append(b.P.Params, ParamInfo{
 		Name: full, Shape: shape, Numel: n, FullNumel: n,
-		Trainable: trainable, Role: role, TiedTo: tied,
+		Trainable: trainable, Role: role, TiedTo: tied, Reference: b.refCopy,
 	})
 	return int32(len(b.P.Params) - 1)
 }

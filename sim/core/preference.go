@@ -167,9 +167,15 @@ func (p *Plan) validatePreference() error {
 	case par.TP > 1 || par.PP > 1 || par.CP > 1 || par.EP > 1:
 		return &units.Error{Path: "train", Msg: what + " runs on data parallelism alone (DPOTrainer under accelerate): tensor, pipeline, context and expert parallelism are not modelled",
 			Hint: "use parallel(dp=...) with ddp or zero 1/2"}
-	case par.Zero >= 3 || par.FSDP:
-		return &units.Error{Path: "train", Msg: what + " under ZeRO-3 or FSDP is not modelled yet (the reference model's own sharding and the fused head's gather of lm_head)",
-			Hint: "use ddp or parallel(zero=1 or 2)"}
+	case par.FSDP:
+		return &units.Error{Path: "train", Msg: what + " under FSDP is not modelled yet: the reference copy is wrapped on its own (its blocks and root apart from the policy's), which memsh's gather units do not replay",
+			Hint: "use parallel(zero=3) (DeepSpeed shards the reference copy module by module), ddp or zero 1/2"}
+	case par.Zero >= 3 && pr.Reference == RefAdapters:
+		return &units.Error{Path: "train", Msg: what + ` with reference="adapters" under ZeRO-3 is not modelled: the reference forward gathers the policy's partitioned weights a second time, which memsh's gather units (one gather per module and forward) do not replay`,
+			Hint: `use ddp or parallel(zero=1 or 2), or reference="model"`}
+	case par.Zero >= 3 && pr.FusedHead():
+		return &units.Error{Path: "train", Msg: what + ` with trl="1.15" under ZeRO-3 is not modelled: add_fused_lm_head reads lm_head.weight outside lm_head's forward, where ZeRO-3 leaves it partitioned`,
+			Hint: `use trl="1.8", or ddp or parallel(zero=1 or 2)`}
 	case p.Precision.Megatron:
 		return &units.Error{Path: "train", Msg: what + " is TRL's DPOTrainer, not Megatron-LM", Hint: `use precision="bf16" or "bf16-mixed"`}
 	case p.Members > 1 || p.Rollout > 1 || p.TokensPerBatch > 0:

@@ -92,6 +92,10 @@ type ParamInfo struct {
 	// parameter count has it once.
 	StageCopy bool
 	GatherFP8 bool // a float8 linear's weight FSDP2 all-gathers in fp8 (float8.go), or a TE linear's fp8 primary weight (te_fp8_params.go)
+	// Reference: a weight of DPO's reference copy (dpo.go), read only by
+	// its forward under no_grad: ZeRO-3 gathers it there and never in the
+	// backward (its engine is the reference's own).
+	Reference bool
 	// MXFP8Storage: a TE linear's MXFP8 primary weight, stored as the module's
 	// MXFP8 buffers, not in the parameter buffer (te_fp8_params.go).
 	MXFP8Storage bool

@@ -213,7 +213,7 @@ func (d *distState) prefetch(r *Replay, u int32, forward bool) {
 	for k, n := pos+step, 0; k >= 0 && k < len(d.order); k += step {
 		v := d.order[k]
 		un := &d.units[v]
-		if un.keep || un.root {
+		if un.keep || un.root || (!forward && un.reference) {
 			continue
 		}
 		if d.Mode == DistFSDP {
@@ -303,6 +303,9 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 		d.copyOutBeforeRecompute(r, i)
 	}
 	for _, u := range d.opUnits[i] {
+		if d.units[u].reference { // DPO's reference copy: no backward
+			continue
+		}
 		d.gather(r, u)
 		if d.units[u].last == int32(i) && (!d.fsdp1 || d.Par.FSDP1Prefetch() == core.PrefetchPre) {
 			d.prefetch(r, u, false)

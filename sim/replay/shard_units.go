@@ -53,6 +53,7 @@ func (d *distState) buildUnits() error {
 		un.params = append(un.params, pi)
 		un.numel += d.elems(pi)
 		un.trainable = un.trainable || prog.Params[pi].Trainable
+		un.reference = len(un.params) == 1 && prog.Params[pi].Reference || un.reference && prog.Params[pi].Reference
 		return u
 	}
 	for i := range prog.Ops {

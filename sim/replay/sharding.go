@@ -78,6 +78,7 @@ type gatherUnit struct {
 	pending     int32   // FSDP2: a backward prefetch's all-gather output, not yet copied out, none
 	grad        int32   // FSDP: its sharded gradient, none until reduced
 	trainable   bool    // holds a parameter that requires grad
+	reference   bool    // holds DPO's reference copy only (core.ParamInfo.Reference): never gathered in the backward
 	flatGrad    int32   // FSDP1: the unsharded gradient of the whole unit
 	idle        []int32 // FSDP1: parameters no op reads that its FlatParameter holds all the same (fsdp1_idle.go), in numel
 }
