@@ -94,27 +94,29 @@ func (fw *fusedWeights) read(p int32) core.Value {
 // dequantized is the dequantized weight of parameter p, NoValue when the
 // experts are not quantized.
 func (fw *fusedWeights) dequantized(p int32) core.Value {
-	switch {
-	case fw == nil:
+	if fw == nil {
 		return core.NoValue
-	case p == fw.gateUp:
-		return fw.gateUpQ
-	case p == fw.down:
-		return fw.downQ
 	}
-	return core.NoValue
+	return fw.of(p, fw.gateUpQ, fw.downQ)
 }
 
 // merged is the weight PEFT's ParamWrapper makes of parameter p, NoValue
 // when p is not wrapped.
 func (fw *fusedWeights) merged(p int32) core.Value {
-	switch {
-	case fw == nil:
+	if fw == nil {
 		return core.NoValue
-	case p == fw.gateUp:
-		return fw.gateUpLoRA
-	case p == fw.down:
-		return fw.downLoRA
+	}
+	return fw.of(p, fw.gateUpLoRA, fw.downLoRA)
+}
+
+// of is gateUp's value for parameter gate_up_proj (or up_proj), down's for
+// down_proj, NoValue for any other.
+func (fw *fusedWeights) of(p int32, gateUp, down core.Value) core.Value {
+	switch p {
+	case fw.gateUp:
+		return gateUp
+	case fw.down:
+		return down
 	}
 	return core.NoValue
 }
