@@ -1,5 +1,7 @@
 package hf
 
+import "slices"
+
 // The supported model types, one entry a model_type, in order. Each
 // entry names the class prefix and base-model attribute transformers
 // uses, the heads it has, the builder (the family's file: decoder.go,
@@ -7,8 +9,12 @@ package hf
 // first transformers release that has it and what its attention and MoE
 // paths support.
 
-// hfFamilies is the read-only table of supported model types.
-var hfFamilies = []hfFamily{
+// hfFamilies is the read-only table of supported model types: the text
+// models' below and the vision-language models' (families_vl.go).
+var hfFamilies = slices.Concat(textFamilies, vlFamilies)
+
+// textFamilies are the supported text model types (decoders, encoders).
+var textFamilies = []hfFamily{
 	// afmoe: arcee-ai's Trinity-Mini and Trinity-Nano (afmoe.go); the
 	// 5.0.0 wheel is the first with models/afmoe (absent from 4.57.3).
 	// Its router's top-k weights are fp32 (the sigmoid over fp32 logits)
@@ -173,12 +179,6 @@ var hfFamilies = []hfFamily{
 	// glm4: the 4.51.3 patch release added models/glm4 for GLM-4-0414
 	// (glm.go).
 	{modelType: "glm4", prefix: "Glm4", base: "model", heads: decoderHeads, build: buildGLM4, since: [2]int{4, 51}},
-	// glm4v: the 4.53.0 wheel is the first with models/glm4v (its model
-	// page: "added to Hugging Face Transformers on 2025-06-25"; 4.53.0 came
-	// out the next day); glm4v_moe: 4.56 (its page: added on 2025-08-08,
-	// after 4.55.0 of 2025-08-05). glm4v.go.
-	{modelType: "glm4v", prefix: "Glm4v", base: "model", heads: vlHeads, build: buildGLM4V, vl: true, since: [2]int{4, 53}},
-	{modelType: "glm4v_moe", prefix: "Glm4vMoe", base: "model", heads: vlHeads, build: buildGLM4V, vl: true, since: [2]int{4, 56}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// flex_olmo: AI2's FlexOlmo, OLMo 2's layers with OLMoE's MoE
@@ -206,26 +206,11 @@ var hfFamilies = []hfFamily{
 	// 4.57.0, 4.57.1, 5.0.0, 5.12.0, 5.18.0 and 5.20.0, False, "sdpa does
 	// not support softcapping", in 5.21.0, 5.23.0 and 5.25.0).
 	{modelType: "vaultgemma", prefix: "VaultGemma", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 57}, sdpaUntil: [2]int{5, 21}},
-	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash
-	// path (Gemma3Model._supports_flash_attn = False: flash-attn drops the
-	// bidirectional mask over image tokens). gemma3.go.
-	{modelType: "gemma3", prefix: "Gemma3", base: "model", heads: vlHeads, build: buildGemma3, noFlash: true, vl: true, since: [2]int{4, 50}},
+	// gemma3_text: the text model of gemma3 (families_vl.go, whose entry says its release).
 	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
-	// gemma3n, gemma3n_text: transformers 4.53.0 first built them (the
-	// models' card: "Gemma 3n is supported starting from transformers
-	// 4.53.0"), but memsh models the text model as 5.6.0 and later build
-	// it (gemma3n.go): up to 5.5.0 (4.57.1, 5.0.0 and 5.5.0 checked) the
-	// kv-shared layers have their own k_proj and v_proj and, in a forward
-	// without a cache (training), compute their own keys and values;
-	// 5.6.0 (to 5.25.0) drops them and passes shared_kv_states.
-	{modelType: "gemma3n", prefix: "Gemma3n", base: "model", heads: vlHeads, build: buildGemma3n, vl: true, since: [2]int{5, 6}, sinceWhy: gemma3nSince},
+	// gemma3n_text: the text model of gemma3n (families_vl.go, whose entry says its release).
 	{modelType: "gemma3n_text", prefix: "Gemma3n", base: "model", heads: decoderHeads, build: buildGemma3n, since: [2]int{5, 6}, sinceWhy: gemma3nSince},
-	// gemma4, gemma4_text: the 5.5.0 wheel is the first with models/gemma4
-	// (absent from the 5.4.0 wheel; llama.cpp's "update transformers to
-	// 5.5.0", ggml-org/llama.cpp#21617: "5.5.0 includes support for Gemma4").
-	// gemma4.go: the text model; its flash path stops at the full layers'
-	// 512-wide heads (nn.Gemma4Attention).
-	{modelType: "gemma4", prefix: "Gemma4", base: "model", heads: vlHeads, build: buildGemma4, vl: true, since: [2]int{5, 5}, experts: &hfExperts{}},
+	// gemma4_text: the text model of gemma4 (families_vl.go, whose entry says its release).
 	{modelType: "gemma4_text", prefix: "Gemma4", base: "model", heads: decoderHeads, build: buildGemma4, since: [2]int{5, 5}, experts: &hfExperts{}},
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	// gpt_bigcode: StarCoder 1, SantaCoder; 4.54.0 is the first wheel
@@ -308,7 +293,6 @@ var hfFamilies = []hfFamily{
 	// 5.25.0's in names and the rotary embedding's fp32 matmul, not in
 	// what a step holds.
 	{modelType: "hyperclovax", prefix: "HyperCLOVAX", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 9}},
-	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).
 	// internlm3: InternLM3 as LlamaForCausalLM; 5.23.0 is the first
@@ -317,7 +301,6 @@ var hfFamilies = []hfFamily{
 	// (diff read). internlm3.go.
 	{modelType: "internlm3", prefix: "Llama", base: "model", heads: decoderHeads, build: buildInternLM3, since: [2]int{5, 23},
 		sinceWhy: "earlier releases load InternLM3 only with trust_remote_code, the hub's own InternLM3ForCausalLM, which memsh does not model"},
-	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
 	// iquestcoder: IQuest-Coder-V1 as LlamaForCausalLM; 5.23.0 is the
 	// first wheel with models/iquestcoder (absent from 5.22.2; unzip -l),
 	// its IQuestCoderConfig 5.25.0's but for keys_to_ignore_at_inference
@@ -325,9 +308,6 @@ var hfFamilies = []hfFamily{
 	{modelType: "iquestcoder", prefix: "Llama", base: "model", heads: decoderHeads, build: buildIQuestCoder, since: [2]int{5, 23},
 		sinceWhy: "earlier releases load IQuest-Coder only with trust_remote_code, the hub's own IQuestCoderForCausalLM, which memsh does not model"},
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true, paramRouterSince: [2]int{5, 21}}},
-	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
-	// from 5.12.0); its text model only (kimi.go).
-	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// kimi_linear: Moonshot AI's Kimi-Linear-48B-A3B; the 5.17.0 wheel is
 	// the first with models/kimi_linear (absent from 5.16.0; pip download
 	// --no-deps, unzip -l). Kimi Delta Attention and NoPE MLA layers,
@@ -343,19 +323,8 @@ var hfFamilies = []hfFamily{
 	// forward's no_grad and the bias buffer's explicit fp32 (diff read).
 	{modelType: "kolibri1", prefix: "Kolibri1", base: "model", heads: decoderHeads, build: buildKolibri1, since: [2]int{5, 20},
 		experts: &hfExperts{weightsFP32: true, keepScoreBias: true}},
-	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
-	// before text_config's decoder (llava.go).
-	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},
-	// llava_next, llava_onevision: LLaVA's projector on AnyRes tiles of a
-	// CLIP tower, or of a SigLIP tower with anyres_max_9 (llava_next.go).
-	// llava-v1.6-mistral-7b-hf's config.json was written by 4.39.0.dev0;
-	// the llava-onevision-*-hf model cards ask for transformers >= 4.45.0.
-	{modelType: "llava_next", prefix: "LlavaNext", base: "model", heads: vlHeads, build: buildLlavaNext, vl: true, since: [2]int{4, 39}},
-	{modelType: "llava_onevision", prefix: "LlavaOnevision", base: "model", heads: vlHeads, build: buildLlavaOnevision, vl: true, since: [2]int{4, 45}},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
-	// llama4, llama4_text: the 4.51.0 wheel is the first with
-	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).
-	{modelType: "llama4", prefix: "Llama4", base: "model", heads: vlHeads, build: buildLlama4, noFlash: true, vl: true, since: [2]int{4, 51}},
+	// llama4_text: the text model of llama4 (families_vl.go, whose entry says its release).
 	{modelType: "llama4_text", prefix: "Llama4", base: "model", heads: decoderHeads, build: buildLlama4, noFlash: true, since: [2]int{4, 51}},
 	// jais2: Inception's Jais-2-8B-Chat, Llama's attention with Nemotron's
 	// ungated squared-ReLU MLP and nn.LayerNorm norms (decoder.go); the
@@ -389,11 +358,6 @@ var hfFamilies = []hfFamily{
 	// lfm2_moe: LFM2-8B-A1B; the 5.0.0 wheel is the first with
 	// models/lfm2_moe (absent from 4.57.3, the last 4.x). lfm2.go.
 	{modelType: "lfm2_moe", prefix: "Lfm2Moe", base: "model", heads: decoderHeads, build: buildLFM2MoE, since: [2]int{5, 0}, experts: &hfExperts{keepScoreBias: true}},
-	// lfm2_vl: LFM2-VL and LFM2.5-VL; models/lfm2_vl was on main by
-	// 2025-09-26 (huggingface/transformers#41171's answer), first released
-	// in 4.57.0. The lowering follows 5.25.0's (lfm2_vl.go); an LFM2-MoE
-	// text model's experts are lfm2_moe's (5.0 and later only).
-	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{keepScoreBias: true}},
 	// lfm3: LiquidAI's LFM3-1.7B (lfm3.go); the 5.23.0 wheel is the
 	// first with models/lfm3 (absent from 5.22.2; unzip -l). 5.23.0's
 	// modeling_lfm3.py differs from 5.25.0's in the cache's name and the
@@ -459,8 +423,6 @@ var hfFamilies = []hfFamily{
 	// ministral3: Ministral 3's text model alone, from 5.0 (transformers
 	// PR #42498; its checkpoints ship it in mistral3, mistral3.go).
 	{modelType: "ministral3", prefix: "Ministral3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
-	// mistral3: the 4.50.0 wheel is the first with models/mistral3 (mistral3.go).
-	{modelType: "mistral3", prefix: "Mistral3", base: "model", heads: vlHeads, build: buildMistral3, vl: true, since: [2]int{4, 50}},
 	// mistral4: Mistral Small 4; DeepSeek-V3's layout with its own
 	// attention scale and softmax router (mistral4.go). The 5.4.0 wheel is
 	// the first with models/mistral4 (absent from 5.3.0; pip download
@@ -475,7 +437,6 @@ var hfFamilies = []hfFamily{
 		sinceWhy: "5.4 to 5.14 build Mistral4Attention with a forward of its own (the key a torch.cat of kv_b_proj's nope part and the rope key) and route in Mistral4MoE",
 		experts:  &hfExperts{}},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
-	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
 	// nemotron: Minitron; 4.44.0 is the first wheel with models/nemotron
 	// (4.43.4 has none). decoder.go, nemotron.go.
 	{modelType: "nemotron", prefix: "Nemotron", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 44}},
@@ -524,18 +485,8 @@ var hfFamilies = []hfFamily{
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
-	// qwen2_vl: the 4.45.0 wheel is the first with models/qwen2_vl
-	// (huggingface/transformers#33457, 2024-09-13: "release plan for 4.45?
-	// We want to use qwen2-vl which is added two weeks ago"); qwen2_5_vl:
-	// 4.49.0 (lmstudio-ai/mlx-engine#86: transformers "from source ...
-	// until 4.49 is released"). vl.go.
-	{modelType: "qwen2_vl", prefix: "Qwen2VL", base: "model", heads: vlHeads, build: buildQwen2VL, vl: true, since: [2]int{4, 45}},
-	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true, since: [2]int{4, 49}},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
-	// qwen3_vl, qwen3_vl_moe: transformers 4.57 (qwen3vl.go).
-	{modelType: "qwen3_vl", prefix: "Qwen3VL", base: "model", heads: vlHeads, build: buildQwen3VL, vl: true, since: [2]int{4, 57}},
-	{modelType: "qwen3_vl_moe", prefix: "Qwen3VLMoe", base: "model", heads: vlHeads, build: buildQwen3VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
 	// qwen3_next: transformers 4.57 (absent from the 4.56.2 wheel; its
 	// model page: "added to Hugging Face Transformers on 2025-09-10");
 	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the
@@ -600,7 +551,6 @@ var hfFamilies = []hfFamily{
 	// of each wheel read).
 	{modelType: "zamba2", prefix: "Zamba2", base: "model", heads: decoderHeads, build: buildZamba2, since: [2]int{5, 17},
 		sinceWhy: "4.x trains the Mamba-2 layers through the split kernels (use_mem_eff_path off), 5.0 to 5.16 tie or number the shared blocks differently (5.0.0 every block to layers.0's, 5.6.0 to 5.16.0 by layer index: the adapters sit elsewhere)"},
-	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
 	// roberta, xlm-roberta (model_type "xlm-roberta", as XLMRobertaConfig
 	// spells it): BERT's layers in bert.go. RoBERTa came with
 	// pytorch-transformers 1.1.0, XLM-RoBERTa with transformers 2.3
