@@ -325,6 +325,18 @@ func TestFromHFConfigErrors(t *testing.T) {
 		// Dory (transformers 5.24.0 on): nGPT's layers and a recurrent loop.
 		{"dory refused", `{"model_type": "dory", "architectures": ["DoryForCausalLM"]}`, "sdpa", "",
 			`model_type "dory" is not supported yet: Dory's nGPT layers are not modelled`},
+		// Inkling (transformers 5.25.0): a dense relative position bias from
+		// the hidden states, fp32 short convolutions, a shared-expert sink.
+		{"inkling_text refused", `{"model_type": "inkling_text", "architectures": ["InklingForCausalLM"]}`, "sdpa", "",
+			`model_type "inkling_text" is not supported yet: Inkling's layers are not modelled: a relative position bias conditioned on the hidden states`},
+		{"inkling_mm_model refused", `{"model_type": "inkling_mm_model"}`, "sdpa", "", `model_type "inkling_mm_model" is not supported yet: Inkling's layers`},
+		// Inkling 2 and its looped variant (transformers 5.25.0): block
+		// attention residuals on top of Inkling's layers, eager only.
+		{"inkling2_text refused", `{"model_type": "inkling2_text", "architectures": ["Inkling2ForCausalLM"]}`, "eager", "",
+			`model_type "inkling2_text" is not supported yet: Inkling 2's layers are not modelled: each sublayer's input is an attention over the earlier blocks' states`},
+		{"inkling2 refused", `{"model_type": "inkling2"}`, "eager", "", `model_type "inkling2" is not supported yet: Inkling 2's layers`},
+		{"inkling2_loop_text refused", `{"model_type": "inkling2_loop_text"}`, "eager", "", `model_type "inkling2_loop_text" is not supported yet: Inkling 2's layers`},
+		{"inkling2_loop refused", `{"model_type": "inkling2_loop"}`, "eager", "", `model_type "inkling2_loop" is not supported yet: Inkling 2's layers`},
 		{"qwen4_exp_text refused", `{"model_type": "qwen4_exp_text"}`, "sdpa", "", `model_type "qwen4_exp_text" is not supported yet: Qwen4-Exp's`},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},

@@ -10,6 +10,13 @@ var refusedTypes = map[string]refusedType{
 		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
 	"dory":  {doryRefusal, buildingBlocksHint},
 	"hy_v4": {hyV4Refusal, buildingBlocksHint},
+	// Inkling and Inkling 2 (refused_inkling.go)
+	"inkling2":           {inkling2Refusal, buildingBlocksHint},
+	"inkling2_loop":      {inkling2Refusal, buildingBlocksHint},
+	"inkling2_loop_text": {inkling2Refusal, buildingBlocksHint},
+	"inkling2_text":      {inkling2Refusal, buildingBlocksHint},
+	"inkling_mm_model":   {inklingRefusal, buildingBlocksHint},
+	"inkling_text":       {inklingRefusal, buildingBlocksHint},
 	// JetMoeForCausalLM (models/jetmoe at 5.25.0): JetMoeAttention's
 	// JetMoeMoA routes each token's q projection and output projection to
 	// num_experts_per_tok of num_local_experts experts (per-expert loops
