@@ -17,6 +17,11 @@ import "github.com/memsh/memsh/sim/units"
 // reference.layers.0..., its parameters are the policy's.
 const RefForward = "reference"
 
+// RefCopy is the scope of the reference copy (RefModel): its modules and
+// parameters are named ref_model.layers.0...; FSDP2 wraps it as one unit
+// of that name (replay/shard_units.go).
+const RefCopy = "ref_model"
+
 // dpoLoss lowers the DPO objective after the policy's body: in is the
 // batch's input_ids, x what the body returned (the logits under TRL 1.8,
 // the last hidden states under 1.15).
@@ -89,7 +94,7 @@ func (b *Builder) referenceLogProbs(m *Model, in Value) (Value, []Value) {
 		b.reuseStrip = RefForward + "."
 		defer func() { b.Lora, b.reuseStrip = lora, ""; restore() }()
 	default:
-		defer b.Scope("ref_model")()
+		defer b.Scope(RefCopy)()
 		b.refCopy = true
 		defer func() { b.refCopy = false }()
 	}

@@ -258,6 +258,9 @@ func (d *distState) afterForward(r *Replay, i int) {
 	for _, u := range d.opUnits[i] {
 		if un := &d.units[u]; un.last == int32(i) && !un.root {
 			d.reshardAfterForward(r, u)
+			if un.reference && d.Mode == DistFSDP {
+				r.freeKeptAllGather() // the copy is its own FSDP2 root: its post-forward frees what it kept (streams.go)
+			}
 		}
 	}
 }

@@ -38,6 +38,15 @@ func (d *distState) buildUnits() error {
 			// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), as
 			// fms-hf-tuning does any PEFT model (fsdp_adapter_units), so
 			// the frozen blocks' flat parameters need no gradient.
+		case d.Mode == DistFSDP && prog.Params[pi].Reference:
+			// DPO's reference copy: TRL's prepare_fsdp calls fully_shard
+			// once on the whole copy (trl/models/utils.py at 1.8.0 and
+			// 1.16.0; no auto-wrap of its layers, as the review of
+			// huggingface/trl#6527 notes), so it is one unit, gathered
+			// whole at its forward's start and resharded after it
+			// (accelerate passes reshard_after_forward=True); it has no
+			// backward.
+			k = core.RefCopy
 		case d.Mode == DistFSDP:
 			k, root = fsdpUnit(name, blocks)
 		}
