@@ -312,3 +312,36 @@ func checkPipelineGrads(t *testing.T, p *core.Plan, want [2]struct{ forward, mos
 		}
 	}
 }
+
+// TestFrozenGathers: ZeRO-3 and FSDP gather the frozen weights they shard
+// as the trainable ones, in the forward and again in the backward (the
+// input's gradient reads them), with no gradient to reduce: a LoRA run's
+// base weights. DPO's reference copy (run under no_grad) is gathered in
+// its forward alone. The small Llama of dpoPlan has 38,308,352 parameters
+// (TestDPOFSDP2's count), bf16; LoRA of rank 8 on q (512 -> 512) and v
+// (512 -> 128) adds 8 x (1,024 + 640) = 13,312 a layer, 26,624 in all.
+func TestFrozenGathers(t *testing.T) {
+	const llama, adapters = 38_308_352, 26_624
+	for _, par := range []core.Parallelism{{DP: 8, FSDP: true}, {DP: 8, Zero: 3}} {
+		p := dpoPlan(core.RefAdapters, core.TRLLogits)
+		p.Preference, p.Parallel = nil, par
+		rep := evalPlan(t, p)
+		if got, want := commBytes(rep, "all_gather"), int64(2*2*(llama+adapters)); got != want {
+			t.Errorf("%s with LoRA: all_gather %d bytes, want %d (the frozen base weights and the adapters, forward and backward)", par, got, want)
+		}
+		if got, want := commBytes(rep, "reduce_scatter"), int64(2*adapters); got != want {
+			t.Errorf("%s with LoRA: reduce_scatter %d bytes, want %d (the adapters' gradients alone)", par, got, want)
+		}
+	}
+	for _, ref := range []string{core.RefModel, core.RefPrecomputed} {
+		p := dpoPlan(ref, core.TRLLogits)
+		p.Parallel = core.Parallelism{DP: 4, Zero: 3}
+		want := int64(2 * 2 * llama) // the policy, forward and backward
+		if ref == core.RefModel {
+			want += 2 * llama // the reference copy, its forward alone
+		}
+		if got := commBytes(evalPlan(t, p), "all_gather"); got != want {
+			t.Errorf("DPO under ZeRO-3, reference %s: all_gather %d bytes, want %d", ref, got, want)
+		}
+	}
+}

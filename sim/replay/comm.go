@@ -198,7 +198,46 @@ func (d *distState) stepComm() []core.CommRecord {
 			}
 		}
 	}
+	out = append(out, d.frozenComm()...)
 	return append(out, d.quantComm()...)
+}
+
+// frozenComm is the all-gathers of the frozen (unquantized) parameters
+// ZeRO-3 and FSDP shard: a LoRA run's base weights, gathered in the
+// forward and again in the backward (the input's gradient reads them, and
+// a recompute) as the trainable ones are, with no gradient to reduce;
+// DPO's reference copy in its forward alone (core.ParamInfo.Reference:
+// run under no_grad). Quantized weights are quantComm's.
+func (d *distState) frozenComm() []core.CommRecord {
+	if d.Mode != DistFSDP && (d.Mode != DistZeRO || d.Par.Zero != 3) {
+		return nil
+	}
+	gathers, perMB := int64(2), max(d.plan.GradAccum, 1)
+	switch {
+	case d.pipeHold:
+		gathers, perMB = 1, 1
+	case d.Mode == DistFSDP && d.Par.NoReshard:
+		gathers = 1
+	}
+	var out []core.CommRecord
+	for _, g := range d.groups(false) {
+		if g.n <= 1 {
+			continue
+		}
+		var ref int64
+		for _, pi := range g.params {
+			if d.p.Params[pi].Reference {
+				ref += d.p.Params[pi].Numel
+			}
+		}
+		group := "dp"
+		if g.name == "expert" {
+			group = "edp"
+		}
+		b := gathers*d.gatherDT.Bytes(g.numel-ref) + d.gatherDT.Bytes(ref)
+		out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: b * perMB})
+	}
+	return out
 }
 
 // quantComm is the all-gather of sharded quantized weights per step
