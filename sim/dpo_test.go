@@ -198,20 +198,16 @@ func TestDPORefused(t *testing.T) {
 		{"unknown trl", func(p *core.Plan) { p.Preference.TRL = "1.14" }, `unknown trl "1.14"`},
 		{"tensor parallel", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 1, TP: 2} }, "tensor, pipeline, context and expert parallelism"},
 		{"zero 3 with the fused head", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, Zero: 3} }, `with trl="1.15" under ZeRO-3`},
-		{"zero 3 with the adapters' reference", func(p *core.Plan) {
-			p.Parallel, p.Preference.TRL, p.Preference.Reference = core.Parallelism{DP: 2, Zero: 3}, core.TRLLogits, core.RefAdapters
-			p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q"}}
-		}, `with reference="adapters" under ZeRO-3`},
 		{"fsdp1 with the reference copy", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1} }, "with a reference copy under FSDP1 is not modelled"},
 		{"fsdp without reshard", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true, NoReshard: true} }, "reshard_after_forward=True and no CPU offload"},
 		{"fsdp reshard to", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true, ReshardTo: 2} }, "reshard_after_forward=True and no CPU offload"},
 		{"fsdp with cpu offload", func(p *core.Plan) {
 			p.Parallel, p.Offload = core.Parallelism{DP: 2, FSDP: true}, &core.Offload{Params: "cpu", Optimizer: "cpu"}
 		}, "reshard_after_forward=True and no CPU offload"},
-		{"fsdp with the adapters' reference", func(p *core.Plan) {
-			p.Parallel, p.Preference.Reference = core.Parallelism{DP: 2, FSDP: true}, core.RefAdapters
+		{"fsdp1 with the adapters' reference", func(p *core.Plan) {
+			p.Parallel, p.Preference.Reference = core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1}, core.RefAdapters
 			p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q"}}
-		}, `with reference="adapters" under FSDP is not modelled`},
+		}, `with reference="adapters" under FSDP1 is not modelled`},
 		{"loss_chunks", func(p *core.Plan) { p.LossChunks = 4 }, "loss_chunks does not apply"},
 		{"liger", func(p *core.Plan) { p.FusedLoss = "liger" }, "loss_chunks does not apply"},
 		{"eval", func(p *core.Plan) { p.Phase = core.Eval }, "is a training objective"},

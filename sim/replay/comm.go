@@ -219,6 +219,7 @@ func (d *distState) frozenComm() []core.CommRecord {
 	case d.Mode == DistFSDP && d.Par.NoReshard:
 		gathers = 1
 	}
+	gathers += d.refGathers()
 	var out []core.CommRecord
 	for _, g := range d.groups(false) {
 		if g.n <= 1 {
@@ -268,7 +269,19 @@ func (d *distState) quantComm() []core.CommRecord {
 	case d.Par.NoReshard:
 		gathers = 1
 	}
+	gathers += d.refGathers()
 	return []core.CommRecord{{Kind: "all_gather", Group: "dp", Bytes: gathers * b * perMB}}
+}
+
+// refGathers is 1 when DPO's reference forward runs the policy's own
+// modules with the adapters disabled (reference "adapters"): their frozen
+// weights are gathered once more a micro-batch (buildUnits' refFirst and
+// refLast); else 0.
+func (d *distState) refGathers() int64 {
+	if d.refOps != nil {
+		return 1
+	}
+	return 0
 }
 
 // busFactor is the fraction of a message each rank sends over the links

@@ -245,7 +245,7 @@ func (d *distState) beforeForward(r *Replay, i int) {
 	}
 	for _, u := range d.opUnits[i] {
 		d.gather(r, u)
-		if d.units[u].first == int32(i) && (d.Mode != DistFSDP || d.fsdp1 && d.Par.ForwardPrefetch) {
+		if un := &d.units[u]; (un.first == int32(i) || un.refFirst == int32(i)) && (d.Mode != DistFSDP || d.fsdp1 && d.Par.ForwardPrefetch) {
 			d.prefetch(r, u, true)
 		}
 	}
@@ -256,7 +256,7 @@ func (d *distState) afterForward(r *Replay, i int) {
 		return
 	}
 	for _, u := range d.opUnits[i] {
-		if un := &d.units[u]; un.last == int32(i) && !un.root {
+		if un := &d.units[u]; (un.last == int32(i) || un.refLast == int32(i)) && !un.root {
 			d.reshardAfterForward(r, u)
 			if un.reference && d.Mode == DistFSDP {
 				r.freeKeptAllGather() // the copy is its own FSDP2 root: its post-forward frees what it kept (streams.go)
@@ -300,6 +300,9 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 		}
 	}
 	if d.opUnits == nil || r.Plan.Phase == core.Eval {
+		return
+	}
+	if d.refOps != nil && d.refOps[i] { // DPO's reference forward over the policy's modules: no backward
 		return
 	}
 	if d.pendingN > 0 {

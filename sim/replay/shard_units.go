@@ -54,7 +54,7 @@ func (d *distState) buildUnits() error {
 		if !ok {
 			u = int32(len(d.units))
 			key[k] = u
-			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, postFwd: none, pending: none, root: root})
+			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, refFirst: none, refLast: none, tensor: none, grad: none, flatGrad: none, postFwd: none, pending: none, root: root})
 			d.order = append(d.order, u)
 		}
 		d.unitOf[pi] = u
@@ -65,6 +65,12 @@ func (d *distState) buildUnits() error {
 		un.reference = len(un.params) == 1 && prog.Params[pi].Reference || un.reference && prog.Params[pi].Reference
 		return u
 	}
+	if pr := d.plan.Preference; pr != nil && pr.Reference == core.RefAdapters {
+		d.refOps = make([]bool, len(prog.Ops))
+		for i := range prog.Ops {
+			d.refOps[i] = strings.HasPrefix(prog.Ops[i].Name, core.RefForward+".")
+		}
+	}
 	for i := range prog.Ops {
 		for _, pi := range prog.Ops[i].Params {
 			u := unitFor(d.root(pi))
@@ -72,6 +78,13 @@ func (d *distState) buildUnits() error {
 				d.opUnits[i] = append(d.opUnits[i], u)
 			}
 			un := &d.units[u]
+			if d.refOps != nil && d.refOps[i] {
+				if un.refFirst == none {
+					un.refFirst = int32(i)
+				}
+				un.refLast = int32(i)
+				continue
+			}
 			if un.first == none {
 				un.first = int32(i)
 			}

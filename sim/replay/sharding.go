@@ -69,18 +69,23 @@ const (
 type gatherUnit struct {
 	name        string
 	params      []int32
-	numel       int64   // unsharded elements
-	first, last int32   // first and last forward op reading it
-	keep        bool    // never resharded (persistent small params)
-	root        bool    // FSDP root: kept from forward through backward
-	postFwd     int32   // FSDP reshard_after_forward=N: the 1/N shard kept until the backward
-	tensor      int32   // the gathered parameters, none when sharded
-	pending     int32   // FSDP2: a backward prefetch's all-gather output, not yet copied out, none
-	grad        int32   // FSDP: its sharded gradient, none until reduced
-	trainable   bool    // holds a parameter that requires grad
-	reference   bool    // holds DPO's reference copy only (core.ParamInfo.Reference): never gathered in the backward
-	flatGrad    int32   // FSDP1: the unsharded gradient of the whole unit
-	idle        []int32 // FSDP1: parameters no op reads that its FlatParameter holds all the same (fsdp1_idle.go), in numel
+	numel       int64 // unsharded elements
+	first, last int32 // first and last forward op reading it (outside the reference forward)
+	// refFirst and refLast: the first and last op of DPO's reference
+	// forward over the policy's own modules (core.RefForward, reference
+	// "adapters") reading it, none if none: a second span of the
+	// forward, gathered and resharded again, with no backward.
+	refFirst, refLast int32
+	keep              bool    // never resharded (persistent small params)
+	root              bool    // FSDP root: kept from forward through backward
+	postFwd           int32   // FSDP reshard_after_forward=N: the 1/N shard kept until the backward
+	tensor            int32   // the gathered parameters, none when sharded
+	pending           int32   // FSDP2: a backward prefetch's all-gather output, not yet copied out, none
+	grad              int32   // FSDP: its sharded gradient, none until reduced
+	trainable         bool    // holds a parameter that requires grad
+	reference         bool    // holds DPO's reference copy only (core.ParamInfo.Reference): never gathered in the backward
+	flatGrad          int32   // FSDP1: the unsharded gradient of the whole unit
+	idle              []int32 // FSDP1: parameters no op reads that its FlatParameter holds all the same (fsdp1_idle.go), in numel
 }
 
 // distState is the distributed part of one replay.
@@ -97,6 +102,7 @@ type distState struct {
 	units   []gatherUnit
 	unitOf  []int32 // by parameter, -1 when not gathered
 	opUnits [][]int32
+	refOps  []bool  // by op: in DPO's reference forward over the policy's modules (no backward); nil without one
 	order   []int32 // units by first forward use
 	posOf   []int   // each unit's position in order (prefetch), built on first use
 	live    int64   // elements of gathered units that are not kept whole
