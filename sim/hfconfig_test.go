@@ -337,6 +337,10 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"inkling2 refused", `{"model_type": "inkling2"}`, "eager", "", `model_type "inkling2" is not supported yet: Inkling 2's layers`},
 		{"inkling2_loop_text refused", `{"model_type": "inkling2_loop_text"}`, "eager", "", `model_type "inkling2_loop_text" is not supported yet: Inkling 2's layers`},
 		{"inkling2_loop refused", `{"model_type": "inkling2_loop"}`, "eager", "", `model_type "inkling2_loop" is not supported yet: Inkling 2's layers`},
+		// Dots 3 Note's multimodal model (transformers 5.25.0): its vision
+		// and audio encoders; the text model is dots3_note_text.
+		{"dots3_note refused", `{"model_type": "dots3_note", "architectures": ["Dots3NoteForConditionalGeneration"]}`, "sdpa", "",
+			`model_type "dots3_note" is not supported yet: Dots 3 Note's vision encoder`},
 		{"qwen4_exp_text refused", `{"model_type": "qwen4_exp_text"}`, "sdpa", "", `model_type "qwen4_exp_text" is not supported yet: Qwen4-Exp's`},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},

@@ -215,6 +215,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"its layers are mlp_layer_types', else first_k_dense_replace (1) dense ones, then sparse. " +
 			"axk2 (A.X-K2, transformers 5.17) is DeepSeek-V3.2 whose q_gate_proj, from the q latent normed and not, makes q and an output gate a head (sigmoid, before o_proj), " +
 			"with gated RMSNorms (norm, mlp.fc1, mlp.fc2 of gated_norm_rank) as every input_layernorm and the MoE layers' post_attention_layernorm. " +
+			"dots3_note_text (Dots 3 Note's text model, transformers 5.23) is DeepSeek-V3.2's decoder whose latent attention scales its normed latents, norms the rope key (k_rope_only_layernorm) and gates each head (g_proj), " +
+			"with indexed (the DSA indexer, fp32 rope tables), full (use_dsa false) and sliding layers (layer_types; sliding_window, their own sizes from the swa_ keys or per_layer_config) and one shared MLP of shared_experts_intermediate_size x n_shared_experts. " +
 			"sarvam_mla (sarvam-105b, transformers 5.24) is built as DeepseekV3ForCausalLM under SarvamMLAConfig: num_experts and num_shared_experts read as n_routed_experts and n_shared_experts, q projected whole (q_lora_rank None), 128 experts, one shared and one dense layer by default. " +
 			"persimmon (Persimmon-8B, transformers 4.53) is GPT-NeoX's fused attention (query_key_value, dense, biased) with qk_layernorm's LayerNorms over q's and k's heads, half of each head rotated (partial_rotary_factor), in sequential pre-norm LayerNorm layers with a relu2 MLP (dense_h_to_4h, dense_4h_to_h). " +
 			"solar_open (Solar-Open-100B, transformers 5.0) is GLM-4.5's MoE (sigmoid router with the correction bias, shared experts) in every layer behind Llama's attention (head_dim 128 by default). " +
@@ -277,6 +279,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"minimax_m2 and afmoe 5.0, " +
 			"diffllama 5.13, " +
 			"dots1 and arcee 4.53, " +
+			"dots3_note_text 5.23, " +
 			"longcat_flash 5.25, " +
 			"mistral4, minimax and axk1 5.15, " +
 			"axk2 5.17, " +

@@ -102,6 +102,13 @@ var configClasses = map[string]*configClass{
 	"deepseek_v32": {name: "DeepseekV32Config", aliases: [][2]string{numLocalExperts, {"num_experts", "n_routed_experts"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
 			"intermediate_size": num("18432"), "first_k_dense_replace": num("3"), "q_lora_rank": num("1536"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128")})},
+	// Dots3NoteTextConfig (DeepseekV32Config's fields with Dots 3 Note's
+	// defaults; its __post_init__ is PreTrainedConfig's, no num_experts
+	// re-routing): num_key_value_heads 128, not the heads
+	"dots3_note_text": {name: "Dots3NoteTextConfig", aliases: [][2]string{numLocalExperts},
+		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("1536"),
+			"intermediate_size": num("13824"), "q_lora_rank": num("1024"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("128"), "qk_rope_head_dim": num("64"), "v_head_dim": num("128"),
+			"num_key_value_heads": num("128"), "head_dim": num("256"), "index_n_heads": num("64"), "index_head_dim": num("128"), "index_topk": num("2048")})},
 	"glm_moe_dsa": {name: "GlmMoeDsaConfig", aliases: [][2]string{numLocalExperts, {"num_experts", "n_routed_experts"}},
 		defaults: routedDefaults(map[string]any{"n_routed_experts": num("256"), "num_experts_per_tok": num("8"), "moe_intermediate_size": num("2048"),
 			"intermediate_size": num("12288"), "first_k_dense_replace": num("3"), "q_lora_rank": num("2048"), "kv_lora_rank": num("512"), "qk_nope_head_dim": num("192"), "qk_rope_head_dim": num("64"), "v_head_dim": num("256")})},

@@ -133,6 +133,8 @@ var textFamilies = []hfFamily{
 	// models/dots1 (absent from 4.52.4). DeepSeek-V3's router and experts
 	// and their fp32 keeps (dots1.go).
 	{modelType: "dots1", prefix: "Dots1", base: "model", heads: decoderHeads, build: buildDots1, since: [2]int{4, 53}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// dots3_note_text: the 5.23.0 wheel is the first with models/dots3_note (5.22.2 has none); routers kept fp32 from 5.24 (5.23.0 lists e_score_correction_bias alone)
+	{modelType: "dots3_note_text", prefix: "Dots3Note", base: "model", heads: decoderHeads, build: buildDots3Note, noEager: true, noFlash: true, since: [2]int{5, 23}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// ernie4_5: transformers 4.54 (ERNIE-4.5-0.3B-PT's card asks for
 	// transformers>=4.54.0; mindone ported models/ernie4_5 and
 	// ernie4_5_moe from v4.54.1, mindspore-lab/mindone#1393).

@@ -8,7 +8,13 @@ var refusedTypes = map[string]refusedType{
 	// audio encoder kept in fp32, whose discrete codes it embeds
 	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
 		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
-	"dory":  {doryRefusal, buildingBlocksHint},
+	"dory": {doryRefusal, buildingBlocksHint},
+	// Dots3NoteForConditionalGeneration (models/dots3_note at 5.25.0):
+	// the text model after Dots3NoteVisionModel (Qwen2-VL's blocks with an
+	// MoE MLP, Dots3NoteVisionMoE) and Dots3NoteAudioModel (a conv stem
+	// before Phi-3's layers)
+	"dots3_note": {"Dots 3 Note's vision encoder (Dots3NoteVisionModel, whose blocks' MLPs are MoEs) and audio encoder (Dots3NoteAudioModel) are not modelled",
+		`write its text_config out as a config.json of model_type "dots3_note_text" (Dots3NoteForCausalLM, the text model): hf_config reads that`},
 	"hy_v4": {hyV4Refusal, buildingBlocksHint},
 	// Inkling and Inkling 2 (refused_inkling.go)
 	"inkling2":           {inkling2Refusal, buildingBlocksHint},

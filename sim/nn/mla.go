@@ -81,6 +81,10 @@ type MLA struct {
 	// sqrt(hidden / kv_lora_rank), products by Python floats: new tensors,
 	// nothing saved, kv_b_proj keeping the scaled latent.
 	LoraScale bool
+	// Dots: Dots 3 Note's latent attention (dots_mla.go): the normed
+	// latents scaled, the rope key normed, the head gate in the
+	// activations' dtype, a sliding window, fp32 rope tables.
+	Dots DotsMLA
 	// QPosScale: q (its nope and rotated parts concatenated) times a
 	// scale of each position (Mistral4Attention.forward,
 	// modular_mistral4.py at 5.25.0: get_llama_4_attn_scale from
@@ -120,6 +124,9 @@ func (a *MLA) Params() int64 {
 	if a.HeadGate {
 		n += a.Dim * h
 	}
+	if a.Dots.KRopeNorm {
+		n += a.RopeDim
+	}
 	if a.Indexer != nil {
 		n += a.Indexer.params(a.Dim, a.QLoraRank)
 	}
@@ -153,6 +160,9 @@ func (a *MLA) Validate(path string) error {
 		if err := a.Indexer.validate(path, a); err != nil {
 			return err
 		}
+	}
+	if err := a.Dots.validate(path, a.Impl); err != nil {
+		return err
 	}
 	switch a.Impl {
 	case "flash", "sdpa":
@@ -205,12 +215,13 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	} else if a.QLoraRank > 0 {
 		qa = b.Linear("q_a_proj", core.RoleQ, xg, a.Dim, a.QLoraRank, a.Bias)
 		qa = b.RmsNorm("q_a_layernorm", qa, a.QLoraRank)
+		qa = a.Dots.scaleQ(b, qa)
 		q = b.ColLinear("q_b_proj", core.RoleQ, qa, qa, a.QLoraRank, a.Heads*qk, h*qk, false)
 	} else {
 		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*qk, h*qk, false)
 	}
 	kva := b.Linear("kv_a_proj_with_mqa", core.RoleK, xg, a.Dim, a.KVLora+a.RopeDim, a.Bias)
-	kvn := b.RmsNormSlice("kv_a_layernorm", kva, a.KVLora)
+	kvn := a.Dots.kvLatent(b, kva, a.KVLora)
 	if a.LoraScale {
 		q = b.Ew("mul", "q_scaled", []core.Value{q}, b.Shape(q), b.Dtype(q), "q_pass and q_rot times mla_scale_q_lora")
 		kvn = b.Ew("mul", "k_pass_scaled", []core.Value{kvn}, b.Shape(kvn), b.Dtype(kvn), "k_pass times mla_scale_kv_lora")
@@ -226,7 +237,7 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	if !a.NoRope {
 		tables := a.ropeTables(b, s[len(s)-2])
 		qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim), tables...)
-		kr = rope(b, "k", kva, core.WithLast(s, a.RopeDim), tables...)
+		kr = rope(b, "k", a.Dots.ropeKey(b, kva, a.RopeDim), core.WithLast(s, a.RopeDim), tables...)
 		query = b.Ew("cat", "query_states", []core.Value{q, qr}, core.WithLast(s, h*qk), dt, "q: nope and roped parts concatenated")
 	}
 	if a.QPosScale {
@@ -255,6 +266,8 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	bias := core.NoValue
 	if a.Indexer != nil {
 		bias = a.sparseBias(b, xg, qa, s, dt)
+	} else if a.Dots.Window > 0 {
+		bias = a.Dots.windowBias(b, a.Impl, s, dt)
 	}
 	// Under Ulysses the kernel runs on the whole sequence and a cp-th of
 	// the heads: q, k and v are exchanged by all-to-alls before it and
@@ -314,6 +327,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 func (a *MLA) headGate(b *core.Builder, x, xg, o core.Value) core.Value {
 	h := a.Heads / b.Par.Tpn()
 	g := b.ColLinear("g_proj", core.RoleLinear, x, xg, a.Dim, a.Heads, h, false)
+	if a.Dots.GateNative {
+		return dotsGate(b, g, o)
+	}
 	i := b.AddOp("sigmoid", "gate", []core.Value{g})
 	sg := b.Out(i, "gate_sigmoid", b.Shape(g), units.FP32, "sigmoid(g_proj(x).float()), saved by sigmoid")
 	b.Save(i, sg)

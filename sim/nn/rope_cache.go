@@ -124,7 +124,11 @@ func (a *MLA) ropeTables(b *core.Builder, seq int64) []core.Value {
 	case a.RopeComplex:
 		return forwardTables(b, a.RopeTables, units.FP32, []int64{1, seq, a.RopeDim}, "freqs_cis")
 	}
-	return forwardTables(b, a.RopeTables, b.Prec.Params, []int64{1, seq, a.RopeDim}, "cos", "sin")
+	dt := b.Prec.Params
+	if a.Dots.RopeFP32 {
+		dt = units.FP32
+	}
+	return forwardTables(b, a.RopeTables, dt, []int64{1, seq, a.RopeDim}, "cos", "sin")
 }
 
 // forwardTables are the tables (cos and sin, or DeepSeek-V2's one

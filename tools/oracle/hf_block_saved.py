@@ -48,7 +48,9 @@
 # default being grouped_mm). layer_types, mlp_layer_types and Ling 3's
 # swiglu_limits and swiglu_limits_shared are cut to LAYERS with the layers
 # (Zamba2's hybrid_layer_ids made again from its cut layers_block_type;
-# Laguna's num_attention_heads_per_layer cut too).
+# Laguna's num_attention_heads_per_layer cut too; a config whose layers
+# differ by per_layer_config, Dots 3 Note's, made again from the file with
+# num_hidden_layers and its lists cut).
 import collections.abc
 import gc
 import json
@@ -67,6 +69,9 @@ layers, batch, seq = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
+if getattr(cfg, "is_heterogeneous", False):  # per_layer_config (Dots 3 Note's sliding layers) is keyed by layer index: made again from the file cut to LAYERS
+    cut = {k: v[:layers] if k in ("layer_types", "mlp_layer_types") and isinstance(v, list) else v for k, v in raw.items() if k != "architectures"}
+    cfg = transformers.AutoConfig.for_model(**dict(cut, num_hidden_layers=layers))
 cfg.num_hidden_layers = layers
 if getattr(cfg, "num_layers_per_stack", None) is not None:  # HrmTextConfig: LAYERS is each of its two stacks' (its num_hidden_layers, rewritten by __post_init__, counts the cache's slots)
     cfg.num_layers_per_stack = layers

@@ -164,6 +164,7 @@ CASES = [
     ("sarvam_mla-tiny.json", "", ("DeepseekV3ForCausalLM",)),
     ("axk1-tiny.json", "", ("AXK1ForCausalLM",)),
     ("axk2-tiny.json", "", ("AXK2ForCausalLM",)),
+    ("dots3_note-tiny.json", "", ("Dots3NoteForCausalLM",)),
     ("persimmon-tiny.json", "", ("PersimmonForCausalLM",)),
     ("seed_oss-tiny.json", "", ("SeedOssForCausalLM",)),
     ("smollm3-tiny.json", "", ("SmolLM3ForCausalLM",)),
