@@ -102,6 +102,17 @@ import (
 //
 //	python tools/oracle/hf_block_saved.py sim/testdata/hf/{nanochat,kolibri1}-tiny.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache mask ckpt held
 //
+// Dots 3 Note (dots3_note-tiny.json, keepfp32, no attention_mask: layers
+// sliding, indexed, sliding) holds a rotary pair a layer kind, the
+// sliding layers' in the model's dtype, the indexed layers' fp32
+// (Dots3NoteTextModel makes theirs from inputs_embeds.float()), the
+// sliding layers' window mask and, from 2 layers, the causal mask the
+// forward always makes for the indexed layers (allow_is_causal_skip=False:
+// DeepSeek Sparse Attention's), each one bool [1, 1, 32, 32] storage
+// expanded over the batch:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/dots3_note-tiny.json {1,2,3} 2 32 {float32,bfloat16} sdpa nocache keepfp32 ckpt held
+//
 // FalconMamba (falcon_mamba-tiny.json, eager: its only path) holds
 // nothing besides its layers' inputs, fp32 in bf16 too (residual_in_fp32);
 // measured without an attention_mask: with one, every mixer multiplies
@@ -230,6 +241,8 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"kolibri1-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0, true},
 		{"kolibri1-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 20736, 20736}, 0, true},
 		{"kolibri1-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0, true},
+		{"dots3_note-tiny.json", nil, "sdpa", "fp32", []int64{92420, 108804, 125188}, []int64{2816, 4864, 4864}, 0, false},
+		{"dots3_note-tiny.json", nil, "sdpa", "bf16", []int64{67844, 76036, 84228}, []int64{2048, 4096, 4096}, 0, false},
 		{"falcon_mamba-tiny.json", nil, "eager", "fp32", []int64{59652, 67844, 76036}, []int64{0, 0, 0}, 0, false},
 		{"falcon_mamba-tiny.json", nil, "eager", "bf16", []int64{51460, 59652, 67844}, []int64{0, 0, 0}, 0, false},
 	} {

@@ -88,14 +88,21 @@ func (a *MLA) sparseBias(b *core.Builder, x, qa core.Value, s []int64, dt units.
 	}
 	// index_mask = ones(bool).scatter(-1, topk, False): the ones and the
 	// scattered copy; attention_mask & ~index_mask: the negation and
-	// the combined mask.
+	// the combined mask. attention_mask is the causal mask the model's
+	// forward makes once for its indexed layers, always
+	// (create_causal_mask(..., allow_is_causal_skip=False) in
+	// DeepseekV32Model, GlmMoeDsaModel, AXK2Model and Dots3NoteTextModel at
+	// 5.25.0), and hands to each: alive until the layers are done, and
+	// held by every checkpointed layer (TestCheckpointHoldsForwardOnceValues).
+	fm := &Attention{Causal: true, Impl: a.Impl}
+	causal := fm.forwardMask(b, s, units.BOOL, fm.maskExpanded(b))
 	plane := []int64{batch, 1, seq, seq}
 	mb := units.BOOL.Bytes(batch * seq * seq)
 	sc := b.AddOp("scatter", "index_mask", ins)
 	mask := b.Out(sc, "index_mask", plane, units.BOOL, "keys the indexer did not select (True: masked)")
 	b.Op(sc).WorkF = mb // new_ones before the out-of-place scatter
 	b.Op(sc).Bytes += float64(2 * mb)
-	and := b.AddOp("and", "sparse_mask", []core.Value{mask})
+	and := b.AddOp("and", "sparse_mask", []core.Value{mask, causal})
 	comb := b.Out(and, "sparse_mask", plane, units.BOOL, "the causal mask & ~index_mask")
 	b.Op(and).WorkF = mb // ~index_mask
 	b.Op(and).Bytes += float64(3 * mb)

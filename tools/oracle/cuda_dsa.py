@@ -15,7 +15,7 @@
 # (the configs are run_hf_deepseek_v32.txtar's v32.json and v3.json; about
 # 3.4 B parameters, 32 to 60 GB: one H100 or H200, a few minutes)
 # memsh's figures for the same runs: run_hf_deepseek_v32.txtar's want-a
-# (peak 31.54/31.53/57.32 GiB and 114/214/486 ms at 2048/4096/8192 for
+# (peak 31.54/31.53/57.38 GiB and 114/214/486 ms at 2048/4096/8192 for
 # V3.2; 31.48/31.48/40.92 GiB, 103/174/333 ms for V3, on an H200).
 import argparse
 import json
