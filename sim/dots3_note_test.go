@@ -39,6 +39,21 @@ func TestDots3NoteSavesAsTransformers(t *testing.T) {
 	})
 }
 
+// The same with the experts as transformers' eager loop
+// (experts_implementation "eager"):
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/dots3_note-tiny.json {2,3} 2 32 {float32,bfloat16} sdpa nocache keepfp32 eagerexperts
+//
+// keeps fp32 1,024,516 and 1,637,380 bytes, bf16 597,252 and 944,388,
+// less the views the loop takes of gate_up_proj and down_proj, which the
+// harness counts (8 x 64 x 64 + 8 x 64 x 32 elements an MoE layer).
+func TestDots3NoteEagerExpertsAsTransformers(t *testing.T) {
+	checkEagerExpertsSaved(t, "dots3_note-tiny.json", 2, 1, 8*64*64+8*64*32, []eagerSaved{
+		{"fp32", []int64{1_024_516, 1_637_380}},
+		{"bf16", []int64{597_252, 944_388}},
+	})
+}
+
 // The parameters on the meta device (transformers 5.25.0, torch 2.15.0):
 // dots3_note-tiny.json 172,728; Dots3NoteTextConfig()'s defaults
 // 279,551,718,016 (46 layers of 5120, 152,064 untied embeddings;
