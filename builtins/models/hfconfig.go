@@ -169,6 +169,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"router_jitter_noise are refused. " +
 			"minimax_m2 (MiniMax-M2, M2.1, M2.5, transformers 5.0) norms q_proj's and k_proj's whole outputs, turns the first rotary_dim of each head, " +
 			"and routes every layer's tokens to num_experts_per_tok of num_local_experts experts by a sigmoid over fp32 logits with the e_score_correction_bias buffer. " +
+			"minimax_m3_vl_text (MiniMax M3's text model, transformers 5.13) has Gemma's RMSNorms, q and k normed per head, a partial rope (rope_parameters' partial_rotary_factor), " +
+			"on the layers layer_types (else sparse_attention_config) calls minimax_m3_sparse a lightning indexer (no gradient) whose picked key blocks become a [batch, heads, seq, seq] mask SDPA keeps, " +
+			"and by mlp_layer_types (else moe_layer_freq) a dense MLP or a shared expert then num_local_experts experts behind a sigmoid router with a correction bias, all with gpt-oss's clamped GLU; flash is refused. " +
 			"afmoe (Trinity-Mini, -Nano, transformers 5.0) norms each sublayer's input and output (Olmo2RMSNorm), norms each head of q and k, gates the attention output " +
 			"by a gate_proj of its own, rotates and slides (sliding_window) only where layer_types (else all but every global_attn_every_n_layers-th) says sliding_attention, " +
 			"and after num_dense_layers dense layers routes to num_experts_per_tok of num_experts experts by router.gate's sigmoid over fp32 logits with the expert_bias " +
@@ -277,6 +280,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mimo_v2_flash 5.13, " +
 			"flint 5.21, " +
 			"minimax_m2 and afmoe 5.0, " +
+			"minimax_m3_vl_text 5.13, " +
 			"diffllama 5.13, " +
 			"dots1 and arcee 4.53, " +
 			"dots3_note_text 5.23, " +

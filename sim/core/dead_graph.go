@@ -8,7 +8,11 @@ package core
 // The returned func ends it: what the ops saved is held until then (a
 // keep_alive op), and from then on the ops have no backward (NoGradB),
 // their outputs need no gradient and the parameters they registered get
-// none (no .grad, no optimizer state).
+// none (no .grad, no optimizer state). PEFT's LoRA adapters on its linears
+// stay trainable (requires_grad, counted as PEFT counts them: MiniMax M3's
+// indexer under all-linear, TestLoRAAllLinearAsPEFT) and get no gradient
+// all the same (replay's gradlessParams: no op reading them has a
+// backward).
 func (b *Builder) DeadGraph(name string) func() {
 	ops, vals, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	outer := b.dead
@@ -24,7 +28,9 @@ func (b *Builder) DeadGraph(name string) func() {
 			b.P.Values[v].Grad = false
 		}
 		for p := params; p < len(b.P.Params); p++ {
-			b.P.Params[p].Trainable = false
+			if b.P.Params[p].Role != RoleLoRA {
+				b.P.Params[p].Trainable = false
+			}
 		}
 	}
 }

@@ -417,6 +417,17 @@ var textFamilies = []hfFamily{
 	// minimax_m2: MiniMax-M2, M2.1, M2.5; the 5.0.0 wheel is the first
 	// with models/minimax_m2 (absent from 4.57.6). minimax.go.
 	{modelType: "minimax_m2", prefix: "MiniMaxM2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
+	// minimax_m3_vl_text: MiniMax M3's text model (minimax_m3.go). The
+	// 5.12.0 wheel is the first with models/minimax_m3_vl (absent from
+	// 5.11.0; unzip -l), but its indexer picks one set of key blocks for
+	// every head (a [batch, 1, seq, seq] mask); 5.13.0's picks them per
+	// indexer head as 5.25.0's does, and 5.13 to 5.25 differ in the
+	// rotary tables' forward and the loop's one_hot classes (diffed),
+	// handled as for the other families. No flash path
+	// (_supports_flash_attn = False).
+	{modelType: "minimax_m3_vl_text", prefix: "MiniMaxM3VL", base: "model", heads: decoderHeads, build: buildMiniMaxM3Text, noFlash: true, since: [2]int{5, 13},
+		sinceWhy: "5.12 picks the indexer's key blocks once for every head (a [batch, 1, seq, seq] mask), which memsh does not model",
+		experts:  &hfExperts{weightsFP32: true}},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
 	// ministral: Ministral-8B-Instruct-2410 (whose hub config.json says
 	// mistral with layer_types); the 4.57.0 wheel is the first with

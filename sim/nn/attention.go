@@ -326,6 +326,11 @@ type Attention struct {
 	SinksNoShift  bool
 	KeepSinksFP32 bool
 
+	// M3Indexer is MiniMax M3's lightning indexer on a sparse layer
+	// (m3_indexer.go): its block picks become an additive mask of every
+	// head that the kernel reads; nil on the others.
+	M3Indexer *M3Indexer
+
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 	// bias, when set, is the additive mask made by the attention's tower
 	// (PixtralVision's block mask): what an SDPA kernel given a mask
@@ -413,6 +418,19 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) || a.imageMasked(b) || a.noCacheMasked(b) {
 		c := *la
 		c.chunkMask = true
+		la = &c
+	}
+	if a.M3Indexer != nil { // the indexer runs after the rope, on the layer's input
+		c := *la
+		c.chunkMask = a.Impl == "sdpa"
+		heads, dt := la.Heads, b.Dtype(q)
+		c.bias = func(b *core.Builder) core.Value {
+			m := a.m3BlockMask(b, xg, s, heads, dt)
+			if a.Impl == "sdpa" {
+				return kernelBias(b, m)
+			}
+			return m
+		}
 		la = &c
 	}
 	kl, vl := seqMajor, seqMajor  // how k and v lie in memory (eager's folds)

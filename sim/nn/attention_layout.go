@@ -60,7 +60,20 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 	if err := a.checkDifferentialLayout(path, par); err != nil {
 		return err
 	}
+	if err := a.checkM3Layout(path, par); err != nil {
+		return err
+	}
 	return a.checkUlysses(path, par)
+}
+
+// checkM3Layout refuses tensor and context parallelism on a layer with
+// MiniMax M3's indexer (M3Indexer).
+func (a *Attention) checkM3Layout(path string, par core.Parallelism) error {
+	if n := par.Norm(); a.M3Indexer != nil && (n.CP > 1 || n.TP > 1) {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d, cp=%d: tensor and context parallelism are not modelled for MiniMax M3's sparse layers (the indexer scores every query against every key, and its mask covers every head)", n.TP, n.CP),
+			Hint: "use tp=1 and cp=1 (FSDP or ZeRO shard the model)"}
+	}
+	return nil
 }
 
 // CheckPacking: packed documents need flash attention's varlen kernel

@@ -55,6 +55,9 @@ func (a *Attention) Params() int64 {
 	if a.Sinks {
 		n += h
 	}
+	if a.M3Indexer != nil {
+		n += a.M3Indexer.params(a.InDim())
+	}
 	if a.OutputGate { // q_proj's second half
 		n += a.Dim * h * d
 		if a.QKVBias {
@@ -147,6 +150,11 @@ func (a *Attention) Validate(path string) error {
 	}
 	if err := a.checkAdapters(path); err != nil {
 		return err
+	}
+	if a.M3Indexer != nil {
+		if err := a.M3Indexer.validate(path, a); err != nil {
+			return err
+		}
 	}
 	if a.RopeCache < 0 {
 		return units.Errorf(path, "rope_cache must be positions, or 0 for none (got %d)", a.RopeCache)

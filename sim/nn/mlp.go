@@ -32,6 +32,10 @@ type MLP struct {
 	// gate)). Both halves are views of its output: the activation and the
 	// product save that one storage.
 	FusedName string
+	// ClampedGLU (with FusedName, Act swiglu): the gated halves go through
+	// gpt-oss's clamped GLU instead of silu(gate) * up (MiniMax M3's
+	// MiniMaxM3VLDenseMLP; mlp_clamped.go).
+	ClampedGLU bool
 	// OutModule: an ungated MLP's second projection and the dropout after
 	// it belong to a sibling module of that name, Name holding the first
 	// projection and the activation (BertIntermediate and BertOutput:
@@ -96,6 +100,9 @@ func (m *MLP) Validate(path string) error {
 	if m.OutModule != "" && m.gated() {
 		return units.Errorf(path, "a separate output module is modelled for an ungated MLP only (got %s)", m.Act)
 	}
+	if m.ClampedGLU && (m.FusedName == "" || m.Act != "swiglu") {
+		return units.Errorf(path, "the clamped GLU is modelled for a fused swiglu gate_up projection only (got %q, %s)", m.FusedName, m.Act)
+	}
 	if m.Sparsity < 0 || m.Sparsity >= 1 || m.Sparsity > 0 && !m.gated() {
 		return units.Errorf(path, "activation sparsity must be in [0, 1), of a gated MLP (got %g, %s)", m.Sparsity, m.Act)
 	}
@@ -116,7 +123,7 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 		return b.Dropout("dropout", ffnOut(b, h, m.Dim, m.Hidden, hl, m.Bias, m.OutName), m.Dropout)
 	}
 	defer b.Scope(name)()
-	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName, m.FusedName, m.Sparsity})
+	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName, m.FusedName, m.Sparsity, m.ClampedGLU})
 	return b.Dropout("dropout", y, m.Dropout)
 }
 
@@ -132,6 +139,7 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 type mlpNames struct {
 	gate, in, out, fused string
 	sparsity             float64
+	clamped              bool // fused halves through clampedGLU (MLP.ClampedGLU)
 }
 
 func nameOr(name, def string) string {
@@ -150,6 +158,9 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		fn := "silu"
 		if act == "geglu" {
 			fn = "gelu"
+		}
+		if n.fused != "" && n.clamped {
+			return fusedClampedGLU(b, x, xg, dim, hidden, hl, bias, n)
 		}
 		if n.fused != "" {
 			return fusedGLU(b, x, xg, dim, hidden, hl, fn, bias, n)

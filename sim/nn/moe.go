@@ -86,8 +86,16 @@ type MoE struct {
 	// ClampedGLU is gpt-oss's gate (GptOssExperts._apply_gate): gate and
 	// up clamped, glu = gate * sigmoid(gate * alpha), (up + 1) * glu; it
 	// keeps three more [rows, hidden] tensors than SwiGLU. The grouped_mm
-	// experts lower it (lowerGroupedMM); the others lower SwiGLU.
+	// experts lower it (lowerGroupedMM); the loops and the grouped GEMM
+	// lower SwiGLU unless ClampedLoop (gatedAct); MiniMax M3's shared
+	// experts lower it too (lowerShared: one gate_up_proj, mlp_clamped.go).
 	ClampedGLU bool
+	// ClampedLoop: the loops and the grouped GEMM lower ClampedGLU as well
+	// (MiniMax M3's experts, measured under experts="eager"). gpt-oss's
+	// leave it unset: their loop is still lowered as SwiGLU, as the
+	// stdlib zoo's gpt_oss() lowers it (run_stdlib_llm.txtar compares
+	// the two).
+	ClampedLoop bool
 	// PostNorm names an RMSNorm (Llama's) over the block's output, routed
 	// plus shared experts, inside the block's module: A.X-K1's
 	// mlp.post_mlp_layernorm (AXK1MoE.forward, models/axk1/modeling_axk1.py
@@ -551,6 +559,9 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 		defer b.Scope(m.sharedName(ungated))()
 		if m.sharedLimit() > 0 {
 			return clampedFfn(b, x, m.Dim, sh.Hidden, m.LimitAfterAct)
+		}
+		if m.ClampedGLU { // MiniMax M3's shared_experts: one gate_up_proj, the clamped GLU (mlp_clamped.go)
+			return ffn(b, x, m.Dim, sh.Hidden, "swiglu", sh.Bias, mlpNames{fused: "gate_up_proj", clamped: true})
 		}
 		if m.SharedUpDown {
 			return ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias, mlpNames{in: "up_proj", out: "down_proj"})

@@ -120,6 +120,7 @@ CASES = [
     ("youtu-tiny.json", "", ("YoutuForCausalLM",)),
     ("minimax-tiny.json", "", ("MiniMaxForCausalLM",)),
     ("minimax_m2-tiny.json", "", ("MiniMaxM2ForCausalLM",)),
+    ("minimax_m3_vl_text-tiny.json", "", ("MiniMaxM3VLForCausalLM",)),
     ("ministral3-tiny.json", "", ("Ministral3ForCausalLM",)),
     ("mistral3-tiny.json", "", ("Mistral3ForConditionalGeneration",)),
     ("mistral-tiny.json", "", ("MistralForCausalLM",)),
