@@ -54,6 +54,10 @@ type blockCopy struct {
 	anyInName   bool
 	first, last progCounts
 	room        *cloneRoom // what a copy takes of the arena, counted at the first copy
+	// prog is the program whose lists hold the block at first..last: a
+	// template's own lists (block_templates.go); nil, the program being
+	// lowered.
+	prog *Program
 }
 
 // cloneRoom is what each copy of a block takes of the clone arena: bytes
@@ -78,7 +82,7 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 	if src.room != nil {
 		return src.room
 	}
-	p, f, l := b.P, src.first, src.last
+	p, f, l := b.source(src), src.first, src.last
 	c := &cloneRoom{valueWhys: make([][]string, l.values-f.values), bufferWhys: make([][]string, l.buffers-f.buffers)}
 	why := func(s string) []string { // renameWhy writes s renamed, when it names the path
 		n := strings.Count(s, src.prefix)
@@ -115,6 +119,14 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 	c.renames = (l.ops-f.ops)*2 + l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
 	src.room = c
 	return c
+}
+
+// source is the program whose lists hold src's block.
+func (b *Builder) source(src *blockCopy) *Program {
+	if src.prog != nil {
+		return src.prog
+	}
+	return b.P
 }
 
 // progCounts is where the program's lists (and the builder's state a
@@ -171,6 +183,13 @@ func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies, positionIDs boo
 			return b.cloneBlock(src, x), srcs
 		}
 	}
+	if b.templates != nil {
+		if t := b.template(l, x, positionIDs); t != nil {
+			b.templates.copies++
+			return b.cloneBlock(&t.src, x), srcs
+		}
+		b.templates.push(b) // as it begins: keepTemplate compares
+	}
 	c := &blockCopy{layer: l, prefix: b.prefix, index: b.block, region: b.region, graph: b.graph,
 		in: x, inLook: b.look(x), first: b.counts()}
 	outer := b.inName
@@ -183,11 +202,18 @@ func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies, positionIDs boo
 	closeBlock()
 	c.last = b.counts()
 	c.anyInName = !b.inName.read
+	var side *sides
+	if b.templates != nil {
+		side = b.templates.pop()
+	}
 	// A block inside a block: the outer one counts as having read its
 	// input's name (it is not copied anyway: copyable).
 	b.inName = nameWatch{of: outer.of, read: true}
 	if !b.copyable(c) {
 		return c.out, srcs
+	}
+	if b.templates != nil { // none matched it (above)
+		b.keepTemplate(c, side, positionIDs)
 	}
 	return c.out, append(blockCopies{c}, srcs[:min(len(srcs), maxBlockCopies-1)]...)
 }
@@ -301,7 +327,7 @@ var _ = ValueInfo(struct {
 // cloneBlock appends a copy of src as block b.block on input x, under the
 // module path the caller opened, and returns the copy's output.
 func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
-	p := b.P
+	p, s := b.P, b.source(src) // where the copy goes, and where its block is
 	f, l := src.first, src.last
 	dOps, dVals, dParams := len(p.Ops)-f.ops, len(p.Values)-f.values, len(p.Params)-f.params
 	dRegions, dBlock := int32(len(p.Regions)-f.regions), int32(b.block-src.index)
@@ -370,7 +396,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	p.Ops = p.Ops[:len(p.Ops)+l.ops-f.ops]
 	for i := f.ops; i < l.ops; i++ {
 		op := &p.Ops[i+dOps]
-		*op = p.Ops[i]
+		*op = s.Ops[i]
 		same := op.Module == op.Name // an op named as its module (a linear's matmul): one string for both
 		op.Name = rename(op.Name)
 		if same {
@@ -398,36 +424,36 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	p.Values = p.Values[:len(p.Values)+l.values-f.values]
 	for i := f.values; i < l.values; i++ {
 		v := &p.Values[i+dVals]
-		*v = p.Values[i]
+		*v = s.Values[i]
 		v.Name, v.Shape = rename(v.Name), shape(v.Shape)
 		v.Why = renameWhy(v.Why, room.valueWhys[i-f.values])
 		if int(v.Producer) >= f.ops && int(v.Producer) < l.ops {
 			v.Producer += int32(dOps)
 		}
 	}
-	for _, pi := range p.Params[f.params:l.params] {
+	for _, pi := range s.Params[f.params:l.params] {
 		pi.Name, pi.Shape = rename(pi.Name), shape(pi.Shape)
 		if int(pi.TiedTo) >= f.params && int(pi.TiedTo) < l.params {
 			pi.TiedTo += int32(dParams)
 		}
 		p.Params = append(p.Params, pi)
 	}
-	for _, r := range p.Regions[f.regions:l.regions] {
+	for _, r := range s.Regions[f.regions:l.regions] {
 		r.name, r.Parent = rename(r.name), region(r.Parent)
 		r.First, r.End = r.First+int32(dOps), r.End+int32(dOps)
 		p.Regions = append(p.Regions, r)
 	}
-	for _, g := range p.Graphs[f.graphs:l.graphs] {
+	for _, g := range s.Graphs[f.graphs:l.graphs] {
 		g.Name, g.First, g.End = rename(g.Name), g.First+int32(dOps), g.End+int32(dOps)
 		p.Graphs = append(p.Graphs, g)
 	}
-	for _, c := range p.Comm[f.comm:l.comm] {
+	for _, c := range s.Comm[f.comm:l.comm] {
 		if c.Beside > 0 && int(c.Beside) > f.ops && int(c.Beside) <= l.ops {
 			c.Beside += int32(dOps)
 		}
 		p.Comm = append(p.Comm, c)
 	}
-	for i, bu := range p.Buffers[f.buffers:l.buffers] {
+	for i, bu := range s.Buffers[f.buffers:l.buffers] {
 		bu.Name, bu.Shape = rename(bu.Name), shape(bu.Shape)
 		bu.Why = renameWhy(bu.Why, room.bufferWhys[i])
 		p.Buffers = append(p.Buffers, bu)
@@ -480,7 +506,7 @@ func (b *Builder) cloneNames(src *blockCopy, room *cloneRoom) string {
 // begins (the text and cuts of prefix "" are the block's template: the
 // text of any prefix follows from them).
 func (b *Builder) appendNames(text []byte, src *blockCopy, room *cloneRoom, prefix string, cuts *[]int32) []byte {
-	p, f, l := b.P, src.first, src.last
+	p, f, l := b.source(src), src.first, src.last
 	from := len(src.prefix)
 	pre := func() {
 		if cuts != nil {

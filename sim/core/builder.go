@@ -68,12 +68,13 @@ type Builder struct {
 	// it trains, and so what its matmul saves, is the embedding's.
 	tiedHead int32
 
-	everyBlock bool         // lower every repeated block, copy none (Plan.EveryBlock)
-	stop       func() error // the caller's context (Plan.LowerProgramUnder); nil: never stops
-	inName     nameWatch    // the input of the block being lowered, and whether its name was read (block_clone.go)
-	clones     cloneArena   // where block copies are written (block_clone.go)
-	scopes     []string     // the module paths the open scopes replaced (Scope)
-	unscope    func()       // b.popScope, made once
+	everyBlock bool            // lower every repeated block, copy none (Plan.EveryBlock)
+	stop       func() error    // the caller's context (Plan.LowerProgramUnder); nil: never stops
+	inName     nameWatch       // the input of the block being lowered, and whether its name was read (block_clone.go)
+	clones     cloneArena      // where block copies are written (block_clone.go)
+	templates  *BlockTemplates // blocks kept from other lowerings (block_templates.go); nil: none
+	scopes     []string        // the module paths the open scopes replaced (Scope)
+	unscope    func()          // b.popScope, made once
 
 	Par parLowering // tensor, context and expert parallelism
 	// fusedInputs are the column-parallel inputs whose backward collective

@@ -386,6 +386,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		if bufs.Recall {
 			b.clones.recall.start() // the last lowering's names, in call order
 		}
+		b.templates = bufs.Templates
 		bufs.scratch, bufs.cuts, bufs.arena = nil, nil, cloneArena{}
 		defer func() {
 			bufs.scratch, bufs.cuts, bufs.arena = b.clones.scratch, b.clones.cuts, b.clones

@@ -20,6 +20,9 @@ type ProgramBuffers struct {
 	// pipeline's stages, each under its own "stageN" path), where the
 	// list of names would cost more than it saves.
 	Recall bool
+	// Templates, when set, keeps blocks lowered into these buffers for
+	// later lowerings sharing it to copy (block_templates.go).
+	Templates *BlockTemplates
 
 	ops    []OpInfo
 	values []ValueInfo
@@ -130,7 +133,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built,
+	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, Templates: b.Templates, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built,
 		out: b.out, lost: b.lost, Replay: b.Replay, Timing: b.Timing, Aside: b.Aside}
 }
 

@@ -18,7 +18,10 @@
 // reason (space_reasons.go); any other lowering error fails the search. The step time of the rest comes from block profiles
 // (search_profile.go) through the same time model as a replay; a
 // profile is lowered for the bound and priced (search_profile_lower.go) (its ops' times and
-// collectives summed) only when the bound keeps one of its layouts. The
+// collectives summed) only when the bound keeps one of its layouts (a
+// profile's programs copy a block one of them lowered where they would
+// lower it alike, core.BlockTemplates, rather than each lowering its
+// first block). The
 // layouts are then replayed in order of that time, in parallel, and kept
 // when they fit; every row of the result is a full replay. The walk
 // times a layout only when it comes up by a lower bound of its step time

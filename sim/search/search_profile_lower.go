@@ -33,6 +33,11 @@ type lowering struct {
 	progs  [profilePrograms]*core.Program
 	prices timing.Prices
 	saved  replay.SavedScratch // the activations each program holds for backward (unitSaved)
+	// blocks are the blocks the profile's programs lowered, for its
+	// other programs to copy (core.BlockTemplates): each program lowered
+	// its first block from scratch, though a profile's programs lower
+	// the same plan at other pipeline and data degrees.
+	blocks core.BlockTemplates
 }
 
 // newLowering is a goroutine's lowering lists, its copied blocks' names
@@ -41,6 +46,7 @@ func newLowering(names *core.NameTable) *lowering {
 	lw := &lowering{}
 	for i := range lw.bufs {
 		lw.bufs[i].Names, lw.bufs[i].Recall = names, true // a slot lowers the same model profile after profile
+		lw.bufs[i].Templates = &lw.blocks
 	}
 	return lw
 }
@@ -82,6 +88,7 @@ func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
 // profile's units hold their parameters and the activations held for
 // backward; price, before release, sums the rest.
 func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, error) {
+	lw.blocks.Reset()                        // another plan's blocks: none would match
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
