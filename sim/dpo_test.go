@@ -197,7 +197,6 @@ func TestDPORefused(t *testing.T) {
 		{"unknown reference", func(p *core.Plan) { p.Preference.Reference = "copy" }, `unknown reference "copy"`},
 		{"unknown trl", func(p *core.Plan) { p.Preference.TRL = "1.14" }, `unknown trl "1.14"`},
 		{"tensor parallel", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 1, TP: 2} }, "tensor, pipeline, context and expert parallelism"},
-		{"zero 3 with the fused head", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, Zero: 3} }, `with trl="1.15" under ZeRO-3`},
 		{"fsdp1 with the reference copy", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1} }, "with a reference copy under FSDP1 is not modelled"},
 		{"fsdp without reshard", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true, NoReshard: true} }, "reshard_after_forward=True and no CPU offload"},
 		{"fsdp reshard to", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true, ReshardTo: 2} }, "reshard_after_forward=True and no CPU offload"},

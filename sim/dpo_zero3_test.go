@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -42,5 +43,43 @@ func TestDPOZeRO3(t *testing.T) {
 	}
 	if fwd == 0 || bwd != 0 {
 		t.Errorf("the reference's allocations: %d in the forward, %d in the backward; want some, none", fwd, bwd)
+	}
+}
+
+// TestDPOZeRO3FusedHead: TRL 1.15's fused LM head reads lm_head.weight
+// outside lm_head's forward, so under ZeRO-3 TRL gathers it itself
+// (maybe_gather_lm_head_ctx, trl/trainer/utils.py at 1.15.0 and 1.16.0:
+// deepspeed.zero.GatheredParameters around _ChunkedLogProbFunction) and
+// again in that function's backward, which recomputes the tiles
+// (trl/kernels/chunked_logprob.py). The policy's head (32,000 x 512 in
+// bf16: 32,768,000 bytes) is gathered once in the forward and once in the
+// backward, the reference copy's once in its forward.
+func TestDPOZeRO3FusedHead(t *testing.T) {
+	p := dpoPlan(core.RefModel, core.TRLFusedHead)
+	p.Parallel = core.Parallelism{DP: 4, Zero: 3}
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		tensor string
+		phase  replay.Phase
+	}
+	got := map[key]int{}
+	for _, e := range r.Trace.SteadyEvents() {
+		if e.Action == "alloc" && (e.Tensor == "lm_head gathered" || e.Tensor == core.RefCopy+".lm_head gathered") {
+			got[key{e.Tensor, e.Phase}]++
+			if e.Size != 32_768_000 {
+				t.Errorf("%s: %d B, want 32,768,000", e.Tensor, e.Size)
+			}
+		}
+	}
+	want := map[key]int{
+		{"lm_head gathered", replay.PhaseForward}:                 1,
+		{"lm_head gathered", replay.PhaseBackward}:                1,
+		{core.RefCopy + ".lm_head gathered", replay.PhaseForward}: 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the heads' gathers %v, want %v", got, want)
 	}
 }

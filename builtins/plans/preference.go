@@ -76,7 +76,7 @@ func PreferenceBuiltins() []host.Builtin {
 			"which scores the chosen and the rejected half apart and deletes the reference's logits) or \"llamafactory\" (LLaMA-Factory's stage dpo: the logits upcast to fp32 and log_softmax'd whole, " +
 			"a contiguous copy of the shifted logits first, the policy's fp32 logits held until the loss); trl= is TRL's alone, and \"precomputed\" too. " +
 			"memsh scores every position of a row (TRL masks the prompt and the padding): an upper bound. One GPU or data parallelism (ddp, zero 1, 2 or 3: " +
-			"ZeRO-3 partitions the reference copy as the policy, gathered in its forward only, and gathers the policy's modules again for reference=\"adapters\"; not with trl=\"1.15\") or FSDP2 " +
+			"ZeRO-3 partitions the reference copy as the policy, gathered in its forward only, and gathers the policy's modules again for reference=\"adapters\"; under trl=\"1.15\" TRL gathers lm_head for its fused head, forward and backward) or FSDP2 " +
 			"(fsdp=True: TRL's prepare_fsdp shards the reference copy with one fully_shard, so its forward gathers the whole copy and keeps the all-gather output beside it to its end; " +
 			"reference=\"adapters\" gathers the policy's units again; a reference copy not with FSDP1, reshard_after_forward other than True or CPU offload; adapters not under FSDP1); " +
 			"tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",

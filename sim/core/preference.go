@@ -166,7 +166,7 @@ func (p *Plan) validatePreference() error {
 		return &units.Error{Path: "train", Msg: what + " with keep_logits is not modelled", Hint: "drop keep_logits"}
 	case par.TP > 1 || par.PP > 1 || par.CP > 1 || par.EP > 1:
 		return &units.Error{Path: "train", Msg: what + " runs on data parallelism alone (DPOTrainer under accelerate): tensor, pipeline, context and expert parallelism are not modelled",
-			Hint: "use parallel(dp=...) with ddp or zero 1/2"}
+			Hint: "use parallel(dp=...) with ddp, zero 1, 2 or 3, or fsdp (FSDP2)"}
 	case par.FSDP && par.FSDPVersion == 1 && pr.Reference == RefAdapters:
 		return &units.Error{Path: "train", Msg: what + ` with reference="adapters" under FSDP1 is not modelled: the reference forward unshards the policy's FlatParameters a second time, which memsh replays for FSDP2 and ZeRO-3 only`,
 			Hint: "use FSDP2 (fsdp_version 2), parallel(zero=3), ddp or zero 1/2"}
@@ -176,9 +176,6 @@ func (p *Plan) validatePreference() error {
 	case par.FSDP && pr.Reference == RefModel && (par.NoReshard || par.ReshardTo > 0 || (p.Offload != nil && p.Offload.Params != "")):
 		return &units.Error{Path: "train", Msg: what + " with a reference copy under FSDP2 is modelled with reshard_after_forward=True and no CPU offload: TRL's prepare_fsdp passes the trainer's reshard_after_forward and offload_policy to the copy's fully_shard, whose unit has no backward to reshard or reload it in",
 			Hint: "drop reshard_after_forward and offload, or use reference=\"precomputed\""}
-	case par.Zero >= 3 && pr.FusedHead():
-		return &units.Error{Path: "train", Msg: what + ` with trl="1.15" under ZeRO-3 is not modelled: add_fused_lm_head reads lm_head.weight outside lm_head's forward, where ZeRO-3 leaves it partitioned`,
-			Hint: `use trl="1.8", or ddp or parallel(zero=1 or 2)`}
 	case p.Precision.Megatron:
 		return &units.Error{Path: "train", Msg: what + " is TRL's DPOTrainer, not Megatron-LM", Hint: `use precision="bf16" or "bf16-mixed"`}
 	case p.Members > 1 || p.Rollout > 1 || p.TokensPerBatch > 0:
