@@ -73,7 +73,8 @@ func LoraBuiltins() []host.Builtin {
 			"\".\" and the name, so [\"query\", \"value\"] (PEFT's default for BERT and RoBERTa; hf_config names modules as " +
 			"transformers does) reaches every attention.self.query and attention.self.value, [\"c_attn\"] GPT-2's fused " +
 			"projection, \"output.dense\" both of a BERT layer's output denses. Names of which none matches anything are " +
-			"refused, as PEFT refuses them (a list of which some match is applied, as PEFT applies it), and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
+			"refused, as PEFT refuses them (a list of which some match is applied, as PEFT applies it), as are roles no linear of the model has when nothing else matches " +
+			"(a plan that would train nothing; a linear the model names like a role, \"up\", is reached by target_pattern=\".*\\\\.up\"), and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
 			"modules in every layer. target_pattern is PEFT's target_modules given as one string, in place of targets: a " +
 			"regular expression a linear's whole module path must match (re.fullmatch), so " +
 			"\"model.language_model.layers.[0-9]+.(self_attn|mlp).(q|v|up)_proj\" reaches those projections of a vision-language " +

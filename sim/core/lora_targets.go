@@ -198,5 +198,21 @@ func (b *Builder) unmatchedLoRATargets() error {
 				Hint: fmt.Sprintf("name a linear module as the model names it (transformers' named_modules(): \"query\", \"c_attn\", \"q_proj\"), or a role: %s, all-linear", strings.Join(linearRoles, ", "))}
 		}
 	}
+	if len(b.Lora.Targets) > 0 && len(b.Lora.TargetParameters) == 0 {
+		// Every target is a role and no linear has one: PEFT raises when
+		// no target module is found, and a plan without an adapter
+		// would report a LoRA step that trains nothing.
+		return &units.Error{Path: "lora", Msg: fmt.Sprintf("targets %s reach no linear module: no linear of the model has those roles (PEFT: target modules not found in the base model)", quotedList(b.Lora.Targets)),
+			Hint: fmt.Sprintf("%s are roles (q_proj, up_proj... whatever the model calls them); a module the model names like one (a linear called \"up\") is reached by target_pattern=\".*\\.up\"", strings.Join(linearRoles, ", "))}
+	}
 	return nil
+}
+
+// quotedList is targets as a user wrote them: "q", "v".
+func quotedList(ts []string) string {
+	q := make([]string, len(ts))
+	for i, t := range ts {
+		q[i] = fmt.Sprintf("%q", t)
+	}
+	return strings.Join(q, ", ")
 }
