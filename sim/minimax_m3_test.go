@@ -67,7 +67,8 @@ func TestMiniMaxM3SavesAsTransformers(t *testing.T) {
 // 8 wide (transformers 5.25.0 on the meta device:
 // MiniMaxM3VLForCausalLM(MiniMaxM3VLTextConfig(..., sparse_attention_config=
 // {"sparse_attention_freq": [1, 1, 0], "sparse_num_index_heads": 2,
-// "sparse_index_dim": 8}, moe_layer_freq=[0, 1, 1]))). Bad layer lists and
+// "sparse_index_dim": 8}, moe_layer_freq=[0, 1, 1]))); num_experts names
+// num_local_experts (attribute_map). Bad layer lists and
 // an indexer whose heads do not divide the attention's are refused
 // naming the key, and tensor and context parallelism with the indexer's
 // layers.
@@ -91,6 +92,7 @@ func TestMiniMaxM3Config(t *testing.T) {
 	checkEditedParams(t, tiny, []configEdit{
 		{"legacy keys", lists, `"max_position_embeddings": 256, "moe_layer_freq": [0, 1, 1],
   "sparse_attention_config": {"sparse_attention_freq": [1, 1, 0], "sparse_num_index_heads": 2, "sparse_index_dim": 8},`, 191_040},
+		{"num_experts alias", `"num_local_experts": 8`, `"num_experts": 8`, 194_144},
 	})
 	checkEditedRefused(t, tiny, []configRefusal{
 		{"mlp type", `"dense", "sparse", "sparse"`, `"dense", "moe", "sparse"`, "mlp_layer_types"},

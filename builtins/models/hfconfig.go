@@ -238,6 +238,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"flint (Flint, transformers 5.21) is qwen3_moe's layers with gpt-oss's RMSNorm everywhere (q_norm and k_norm too), a sink a head in every layer (fp32), rotary sliding layers (layer_types, sliding_window 513) beside full ones without position encoding, eager only (fp32 scores of q and k cast to fp32, the softmax over the scores and the sink column; attn=\"sdpa\" runs eager, flash is refused), and a dense MLP on mlp_only_layers (default [0, 1]) or num_experts behind an fp32 sigmoid router plus an ungated shared_expert of shared_expert_intermediate_size. " +
 			"qwen4_exp and qwen4_exp_text (Qwen4-Exp) are refused with the reason: their hyper-connection streams, per-query QSA indexer and hashed n-gram Per-Layer Embeddings are not modelled; so is hy_v4 (HY-V4): eager-only latent attention and hyper-connections without Sinkhorn; zaya (ZAYA1): its convolutional attention (CCA), fp32 residual scaling and MLP router carried across layers; kolibri1_1 (Kolibri 1.1): its indexed-attention layers (a no_grad key selector, NVFP4-rounded keys and values, keys and values read from an earlier layer); dory (Nemotron-Labs Dory): nGPT's unit-sphere norms, interpolating residuals and learned scales, and its recurrent loop over shared layers; inkling_text and inkling_mm_model (Inkling): a relative position bias from the hidden states, fp32 short convolutions and a shared-expert sink router; inkling2_text, inkling2, inkling2_loop_text and inkling2_loop (Inkling 2): attention residuals over earlier blocks on top of those, eager only. " +
 			"cohere2_moe (transformers 5.12) is Cohere 2's parallel layer with head_dim from the config, RMSNorm where rms_norm_eps is set, dense MLPs (first_k_dense_replace, mlp_layer_types) and MoE ones (top-k softmax router, Mixtral's experts, num_shared_experts averaged or summed); expert_selection_fn \"sigmoid\" is refused. " +
+			"cohere_compass_text (North-Micro-Vision's text model, transformers 5.16) is Cohere 2's parallel layer with an M-RoPE of [batch, seq, head_dim] tables per layer type (rope_parameters[type]; null: no rope), sliding layers by layer_types and logit_scale 1 by default; a rope_parameters without an entry for a layer type used is refused. " +
 			"flex_olmo (FlexOlmo, transformers 4.57) is OLMo 2's layers (post-sublayer norms, q and k normed over all their heads) with OLMoE's MoE as the MLP (num_experts, default 7, num_experts_per_tok, default 5). " +
 			"granitemoeshared (transformers 4.49) is granitemoe's layer with a shared_mlp of shared_intermediate_size (0: none) beside the experts. " +
 			"cwm (Code World Model, transformers 5.0) is Llama's layer with unbiased attention (mlp_bias alone read), head_dim 128, and sliding-window layers " +
@@ -266,6 +267,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"deberta-v2 4.53, " +
 			"cohere2 4.48, " +
 			"cohere2_moe 5.12, " +
+			"cohere_compass_text 5.16, " +
 			"lfm2 4.54, " +
 			"lfm2_moe 5.0, " +
 			"lfm3 5.23, " +

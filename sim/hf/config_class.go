@@ -261,7 +261,7 @@ var configClasses = map[string]*configClass{
 	"starcoder2":        {name: "Starcoder2Config", defaults: map[string]any{"num_key_value_heads": num("2")}},
 	"mamba2":            {name: "Mamba2Config", defaults: map[string]any{"n_groups": num("8")}},
 	// MiniMax M3's text model (minimax_m3.go); its other defaults are the reader's.
-	"minimax_m3_vl_text": {name: "MiniMaxM3VLTextConfig", rotary: true, defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128")}},
+	"minimax_m3_vl_text": {name: "MiniMaxM3VLTextConfig", aliases: [][2]string{{"num_experts", "num_local_experts"}}, rotary: true, defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128")}},
 }
 
 // classKeys reads config.json as the config class of model type mt (a

@@ -98,6 +98,13 @@ var textFamilies = []hfFamily{
 	// behind a top-k softmax router (cohere2_moe.go); the 5.12.0 wheel has
 	// models/cohere2_moe, 5.6.0 none (5.7 to 5.11 not read).
 	{modelType: "cohere2_moe", prefix: "Cohere2Moe", base: "model", heads: decoderHeads, build: buildCohere2Moe, since: [2]int{5, 12}, experts: &hfExperts{router: "gate"}},
+	// cohere_compass_text: the text model of Cohere's North-Micro-Vision
+	// (cohere_compass.go). The 5.16.0 wheel is the first with
+	// models/cohere_compass (absent from 5.15.0; unzip -l); 5.16 to 5.24
+	// differ from 5.25.0 in the rotary tables' forward (the same [batch,
+	// seq, head_dim] tables) and in not handing the layers position_ids
+	// (what a checkpointed layer holds, seq int64s), diffed.
+	{modelType: "cohere_compass_text", prefix: "CohereCompass", base: "model", heads: decoderHeads, build: buildCohereCompass, since: [2]int{5, 16}},
 	// deberta-v2: DeBERTa-v3 (deberta.go); eager only
 	// (DebertaV2PreTrainedModel has no SDPA or flash path). The 4.53.0
 	// wheel's modeling_deberta_v2.py runs the forward 5.25.0 runs (read:

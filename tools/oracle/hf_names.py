@@ -54,6 +54,7 @@ CASES = [
     ("bamba-tiny.json", "", ("BambaForCausalLM",)),
     ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
     ("cohere2_moe-tiny.json", "", ("Cohere2MoeForCausalLM",)),
+    ("cohere_compass_text-tiny.json", "", ("CohereCompassForCausalLM",)),
     ("codegen-tiny.json", "", ("CodeGenForCausalLM",)),
     ("cwm-tiny.json", "", ("CwmForCausalLM",)),
     ("dbrx-tiny.json", "", ("DbrxForCausalLM",)),
