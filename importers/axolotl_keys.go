@@ -120,6 +120,7 @@ var axolotlNoEffect = []string{
 	"bnb_config_kwargs.llm_int8_has_fp16_weight", "bnb_config_kwargs.bnb_4bit_quant_storage",
 	"torch_compile_backend", "torch_compile_mode", "merge_lora", "merge_method", "low_cpu_mem_usage",
 	"rl_beta", "dpo_loss_type", "dpo_loss_weights", "dpo_label_smoothing", // DPO's loss arithmetic on [batch] tensors
+	"kto_desirable_weight", "kto_undesirable_weight", // KTO's loss arithmetic on [rows] tensors
 	"use_swanlab", "swanlab_project", "swanlab_experiment_name", "swanlab_description", "swanlab_mode", "swanlab_workspace", // SwanLab's logger
 	"swanlab_api_key", "swanlab_log_model", "swanlab_web_host", "swanlab_api_host", "swanlab_lark_webhook_url", "swanlab_lark_secret",
 	"swanlab_log_completions", "swanlab_completion_log_interval", "swanlab_completion_max_buffer",

@@ -5,22 +5,23 @@ import "fmt"
 // axolotlRL reads Axolotl's rl as TRL's DPOTrainer at the release Axolotl
 // pins (trl==1.8.0 at 067b021c8: pyproject.toml), train(preference =
 // dpo(trl = "1.8"), docs/dpo.md): rl dpo, or ipo (DPO with loss_type
-// ["ipo"]: the same tensors). The reference (train.py
+// ["ipo"]: the same tensors); rl kto as TRL's KTOTrainer (axolotlKTO).
+// The reference (train.py
 // setup_reference_model): with an adapter and no rl_adapter_ref_model,
 // none is loaded and DPOTrainer disables the adapters; otherwise Axolotl
 // loads the model again and passes it as ref_model, which TRL 1.8 keeps
 // on the GPU whether or not precompute_ref_log_probs skips its forward.
-// It returns the dpo() expression, "" without rl.
+// It returns the dpo() or kto() expression, "" without rl.
 func axolotlRL(t *tree, adapter string, cce bool) (string, error) {
 	rl, err := t.str("rl", "")
 	if err != nil || rl == "" {
 		return "", err
 	}
-	const hint = "leave it out, or write the plan in Starlark (train(preference=dpo(...)): docs/dpo.md)"
+	const hint = "leave it out, or write the plan in Starlark (train(preference=dpo(...)) or kto(...): docs/dpo.md, docs/kto.md)"
 	switch rl {
-	case "dpo", "ipo":
+	case "dpo", "ipo", "kto":
 	default:
-		return "", t.errorf("rl", hint, "not modelled: %s (memsh replays DPOTrainer: rl dpo or ipo)", rl)
+		return "", t.errorf("rl", hint, "not modelled: %s (memsh replays DPOTrainer, rl dpo or ipo, and KTOTrainer, rl kto)", rl)
 	}
 	if err := t.refuseOn(hint, "rl", []keyWhat{
 		{"dpo_use_liger_kernel", "Liger's chunked DPO loss"},
@@ -31,7 +32,10 @@ func axolotlRL(t *tree, adapter string, cce bool) (string, error) {
 		return "", err
 	}
 	if cce {
-		return "", t.errorf("plugins", hint, "not modelled with rl: Cut Cross-Entropy (DPOTrainer calls the model without labels for its logits)")
+		return "", t.errorf("plugins", hint, "not modelled with rl: Cut Cross-Entropy (DPOTrainer and KTOTrainer call the model without labels for its logits)")
+	}
+	if rl == "kto" {
+		return axolotlKTO(t, adapter)
 	}
 	refModel, err := t.boolean("rl_adapter_ref_model", false)
 	if err != nil {

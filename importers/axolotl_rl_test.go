@@ -31,8 +31,8 @@ func TestAxolotlDPOErrors(t *testing.T) {
 	const lora = base + "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n"
 	o := Options{Model: "config.json"}
 	runErrorCases(t, []errorCase{
-		{name: "KTO", file: "r.yml", config: lora + "rl: kto\n", opts: o,
-			want: "r.yml:9: key rl: not modelled: kto (memsh replays DPOTrainer: rl dpo or ipo)", wantHint: "docs/dpo.md"},
+		{name: "ORPO", file: "r.yml", config: lora + "rl: orpo\n", opts: o,
+			want: "r.yml:9: key rl: not modelled: orpo (memsh replays DPOTrainer, rl dpo or ipo, and KTOTrainer, rl kto)", wantHint: "docs/kto.md"},
 		{name: "padding-free pairs", file: "r.yml", config: lora + "rl: dpo\ndpo_padding_free: true\n", opts: o,
 			want: "r.yml:10: key dpo_padding_free: not modelled with rl: pairs packed without padding", wantHint: "Starlark"},
 		{name: "Liger's DPO loss", file: "r.yml", config: lora + "rl: dpo\ndpo_use_liger_kernel: true\n", opts: o,

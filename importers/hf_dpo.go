@@ -22,9 +22,10 @@ var hfDPONoEffect = []string{"beta", "max_prompt_length", "max_completion_length
 	"tools", "disable_dropout", "use_logits_to_keep"}
 
 // hfPreference reads a TRL preference config: "" when the file has none
-// of hfPreferenceKeys, else train(preference=)'s dpo() expression. The
-// trainer must be said (memsh.trainer=dpo): KTO's, ORPO's and CPO's
-// configs share the keys and are not modelled. The TRL release is
+// of hfPreferenceKeys, else train(preference=)'s dpo() expression, or
+// kto()'s under memsh.trainer=kto (hfKTO). The trainer must be said
+// (memsh.trainer=dpo or kto): ORPO's and CPO's configs share the keys and
+// are not modelled. The TRL release is
 // memsh.trl's (absent: the current one, 1.16, whose fused LM head DPO
 // runs: dpo(trl="1.15")); from 1.8 to 1.13 its logits path
 // (dpo(trl="1.8")); 1.14 and earlier than 1.8 are refused. The reference
@@ -42,13 +43,15 @@ func hfPreference(t *tree) (string, error) {
 	if found == "" {
 		return "", nil
 	}
-	const hint = "say which trainer runs it: memsh.trainer=dpo (TRL's DPOTrainer; KTO, ORPO and CPO are not modelled)"
+	const hint = "say which trainer runs it: memsh.trainer=dpo (TRL's DPOTrainer) or memsh.trainer=kto (its KTOTrainer); ORPO and CPO are not modelled"
 	trainer, err := t.str("memsh.trainer", "")
 	if err != nil {
 		return "", err
 	}
 	switch trainer {
 	case "dpo":
+	case "kto":
+		return hfKTO(t)
 	case "":
 		return "", t.errorf(found, hint, "is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT")
 	default:

@@ -27,8 +27,8 @@ func TestHFDPO(t *testing.T) {
 	runErrorCases(t, []errorCase{
 		{name: "the trainer unsaid", file: "args.json", config: bare + `, "beta": 0.1}`, opts: o,
 			want: "args.json: key beta: is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT", wantHint: "memsh.trainer=dpo"},
-		{name: "KTO", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "kto"}`, opts: o,
-			want: "args.json: key memsh.trainer: trainer kto is not modelled", wantHint: "memsh.trainer=dpo"},
+		{name: "CPO", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "cpo"}`, opts: o,
+			want: "args.json: key memsh.trainer: trainer cpo is not modelled", wantHint: "memsh.trainer=dpo"},
 		{name: "TRL 1.14", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "dpo", "memsh.trl": "1.14.2"}`, opts: o,
 			want: "args.json: key memsh.trl: DPOTrainer of TRL 1.14.2 is not modelled", wantHint: "1.8 to 1.13"},
 		{name: "padding-free", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "dpo", "padding_free": true}`, opts: o,

@@ -38,7 +38,7 @@ import (
 //     (attention.py).
 var llamaFactoryTrainer = &trainer{
 	name:     "llamafactory",
-	about:    "LLaMA-Factory's training YAML (llamafactory-cli train) with the model's config.json: stage sft, pt or dpo, finetuning_type lora or full, lora_rank/lora_alpha/lora_target, quantization_bit, cutoff_len and packing, flash_attn, gradient checkpointing, TrainingArguments' batch, precision, optimizer, DeepSpeed and FSDP",
+	about:    "LLaMA-Factory's training YAML (llamafactory-cli train) with the model's config.json: stage sft, pt, dpo or kto, finetuning_type lora or full, lora_rank/lora_alpha/lora_target, quantization_bit, cutoff_len and packing, flash_attn, gradient checkpointing, TrainingArguments' batch, precision, optimizer, DeepSpeed and FSDP",
 	exts:     []string{".yaml", ".yml", ".json"},
 	parse:    parseHF,
 	modelKey: "model_name_or_path",
@@ -67,9 +67,9 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if stage != "sft" && stage != "pt" && stage != "dpo" {
-		return nil, t.errorf("stage", "memsh replays causal-LM training and DPO: stage sft, pt or dpo",
-			"stage %s is not modelled (a reward, PPO or KTO run keeps other models and heads)", quoteKey(stage))
+	if stage != "sft" && stage != "pt" && stage != "dpo" && stage != "kto" {
+		return nil, t.errorf("stage", "memsh replays causal-LM training, DPO and KTO: stage sft, pt, dpo or kto",
+			"stage %s is not modelled (a reward or PPO run keeps other models and heads)", quoteKey(stage))
 	}
 	for _, k := range []string{"use_unsloth", "use_unsloth_gc", "use_galore", "use_apollo", "use_badam", "use_kt", "use_llama_pro",
 		"pissa_init", "use_mca", "use_muon", "use_adam_mini", "shift_attn", "neat_packing"} {
@@ -125,8 +125,13 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	run := hfRun{kbitNormsFP32: upcastNorms, adaptersInBaseDtype: pure}
-	if stage == "dpo" {
+	switch stage {
+	case "dpo":
 		if run.preference, err = llamaFactoryDPO(t, kind, pure); err != nil {
+			return nil, err
+		}
+	case "kto":
+		if run.preference, err = llamaFactoryKTO(t, kind, pure); err != nil {
 			return nil, err
 		}
 	}

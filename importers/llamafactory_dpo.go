@@ -25,14 +25,8 @@ func llamaFactoryDPO(t *tree, kind string, pure bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v, _ := t.get("ref_model"); v != nil {
-		return "", t.errorf("ref_model", "leave it out: the reference is then the policy with its adapters disabled (lora) or a copy of the model (full)",
-			"a reference model from another checkpoint is not modelled")
-	}
-	for _, k := range []string{"ref_model_adapters", "ref_model_quantization_bit"} {
-		if v, _ := t.get(k); v != nil {
-			return "", t.errorf(k, "leave it out", "applies to ref_model, which memsh does not model")
-		}
+	if err := llamaFactoryRefModel(t); err != nil {
+		return "", err
 	}
 	var ref string
 	switch {
@@ -53,4 +47,20 @@ func llamaFactoryDPO(t *tree, kind string, pure bool) (string, error) {
 	}
 	t.notModelledIf("ld_alpha", "LD-DPO's length masks ([rows, seq] tensors beside the log-probabilities)")
 	return call("dpo", kw("reference", str(ref)), kw("trainer", str("llamafactory"))), nil
+}
+
+// llamaFactoryRefModel refuses a reference from another checkpoint
+// (ref_model and its keys): memsh's reference is the policy with its
+// adapters disabled or a copy of the model.
+func llamaFactoryRefModel(t *tree) error {
+	if v, _ := t.get("ref_model"); v != nil {
+		return t.errorf("ref_model", "leave it out: the reference is then the policy with its adapters disabled (lora) or a copy of the model (full)",
+			"a reference model from another checkpoint is not modelled")
+	}
+	for _, k := range []string{"ref_model_adapters", "ref_model_quantization_bit"} {
+		if v, _ := t.get(k); v != nil {
+			return t.errorf(k, "leave it out", "applies to ref_model, which memsh does not model")
+		}
+	}
+	return nil
 }

@@ -79,6 +79,18 @@ func TestLlamaFactory(t *testing.T) {
              precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
              preference = dpo(reference = "adapters", trainer = "llamafactory"))`,
 	}, {
+		// stage kto: unpaired rows (KTODataCollatorWithPadding), the KL
+		// forwards, the reference the policy with its adapters disabled
+		name:        "Qwen3 LoRA KTO",
+		file:        "llamafactory/qwen3_lora_kto.yaml",
+		step:        hfStep(1, 8, 1, 2048),
+		opts:        Options{Model: "qwen3-8b.json"},
+		files:       qwen3,
+		notModelled: []string{llamaFactoryCutoff},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             preference = kto(reference = "adapters", trainer = "llamafactory"))`,
+	}, {
 		name:        "Qwen3 LoRA ORPO: no reference",
 		file:        "llamafactory/qwen3_lora_dpo.yaml",
 		step:        hfStep(2, 8, 1, 2048),
@@ -102,8 +114,12 @@ func TestLlamaFactory(t *testing.T) {
 func TestLlamaFactoryErrors(t *testing.T) {
 	const base = "model_name_or_path: meta-llama/Meta-Llama-3-8B\nfinetuning_type: lora\n"
 	runErrorCases(t, []errorCase{
-		{name: "KTO", file: "r.yaml", config: base + "stage: kto\n",
-			want: "r.yaml:3: key stage: stage kto is not modelled (a reward, PPO or KTO run keeps other models and heads)", wantHint: "sft, pt or dpo"},
+		{name: "PPO", file: "r.yaml", config: base + "stage: ppo\n",
+			want: "r.yaml:3: key stage: stage ppo is not modelled (a reward or PPO run keeps other models and heads)", wantHint: "sft, pt, dpo or kto"},
+		{name: "full KTO with fp32 weights", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: full\nstage: kto\nbf16: true\n",
+			want: "r.yaml:2: key finetuning_type: a full KTO run trains fp32 weights beside a reference copy in the compute dtype: not modelled (memsh's copy is in the policy's dtype)", wantHint: "pure_bf16"},
+		{name: "KTO against another checkpoint", file: "r.yaml", config: base + "stage: kto\nref_model: meta-llama/Meta-Llama-3-8B-Instruct\n",
+			want: "r.yaml:4: key ref_model: a reference model from another checkpoint is not modelled", wantHint: "leave it out"},
 		{name: "DPO against another checkpoint", file: "r.yaml", config: base + "stage: dpo\nref_model: meta-llama/Meta-Llama-3-8B-Instruct\n",
 			want: "r.yaml:4: key ref_model: a reference model from another checkpoint is not modelled", wantHint: "adapters disabled"},
 		{name: "full DPO with fp32 weights", file: "r.yaml", config: "model_name_or_path: x\nfinetuning_type: full\nstage: dpo\nbf16: true\n",

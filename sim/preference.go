@@ -17,6 +17,16 @@ func preferenceNote(plan *core.Plan, prog *core.Program) string {
 	}
 	rows := fmt.Sprintf("dpo (%s): %s of %s, each a chosen and a rejected row of %d tokens", trainerName(pr),
 		units.Count(plan.Batch*pr.Rows(), "row"), units.Count(plan.Batch, "pair"), plan.Seq)
+	if pr.KTO() {
+		rows = fmt.Sprintf("kto (%s, loss %s): %s of %d tokens, each desirable or undesirable", trainerName(pr), pr.Loss,
+			units.Count(plan.Batch, "row"), plan.Seq)
+		switch {
+		case pr.KL() && pr.Trainer == core.TrainerLlamaFactory:
+			rows += "; a KL forward under no_grad over the mismatched pairs (kl_input_ids) after the policy's and after the reference's, each forward's fp32 logits copied by row label"
+		case pr.KL():
+			rows += "; a KL forward under no_grad over the mismatched pairs (KL_input_ids) before the policy's and before the reference's"
+		}
+	}
 	switch pr.Reference {
 	case core.RefNone:
 		return rows + "; a loss without a reference (ORPO, SimPO): no reference forward"
@@ -45,8 +55,12 @@ func trainerName(pr *core.Preference) string {
 	switch {
 	case pr.Trainer == core.TrainerTorchtune:
 		return "torchtune's recipes"
+	case pr.Trainer == core.TrainerLlamaFactory && pr.KTO():
+		return "LLaMA-Factory's stage kto"
 	case pr.Trainer == core.TrainerLlamaFactory:
 		return "LLaMA-Factory's stage dpo"
+	case pr.TRL == core.TRLLogits && pr.KTO():
+		return "TRL 1.8.0"
 	case pr.TRL == core.TRLLogits:
 		return "TRL 1.8 to 1.13"
 	}

@@ -193,7 +193,7 @@ func Same(v, def starlark.Value) bool {
 func (x *Plan) Summary() string {
 	p := x.P
 	parts := []string{fmt.Sprintf("batch %d", p.Batch)}
-	if pr := p.Preference; pr != nil { // DPO: the batch counts pairs of two rows
+	if pr := p.Preference; pr != nil && !pr.KTO() { // DPO: the batch counts pairs of two rows
 		parts[0] = fmt.Sprintf("batch %s (%s)", units.Count(p.Batch, "pair"), units.Count(p.Batch*pr.Rows(), "row"))
 	}
 	if x.Args.Get("seq") != starlark.None {
@@ -225,7 +225,11 @@ func (x *Plan) Summary() string {
 		if pr.TRL == "" {
 			how = pr.Trainer
 		}
-		parts = append(parts, fmt.Sprintf("dpo (reference %s, %s)", pr.Reference, how))
+		if pr.KTO() {
+			parts = append(parts, fmt.Sprintf("kto (loss %s, reference %s, %s)", pr.Loss, pr.Reference, how))
+		} else {
+			parts = append(parts, fmt.Sprintf("dpo (reference %s, %s)", pr.Reference, how))
+		}
 	}
 	if p.Phase == core.Eval {
 		parts = append(parts, "eval")

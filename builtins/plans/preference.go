@@ -56,9 +56,9 @@ func (x DPO) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-// PreferenceBuiltins are the preference objectives: dpo().
+// PreferenceBuiltins are the preference objectives: dpo() and kto().
 func PreferenceBuiltins() []host.Builtin {
-	return []host.Builtin{{
+	return []host.Builtin{ktoBuiltin, {
 		Name: "dpo",
 		Sig:  `dpo(reference=None, trl=None, trainer="trl")`,
 		Doc: "TRL's DPOTrainer as the step's objective, for train(..., preference=dpo(...)) (docs/dpo.md): batch= counts pairs, each a chosen and a rejected completion " +
@@ -128,8 +128,14 @@ func setPreference(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) erro
 			pr.Reference = core.RefOf(p.LoRA)
 		}
 		p.Preference = &pr
+	case KTO:
+		pr := x.p
+		if pr.Reference == "" {
+			pr.Reference = core.RefOf(p.LoRA)
+		}
+		p.Preference = &pr
 	default:
-		return fmt.Errorf("preference must be None or dpo(...) (got %s)", x.Type())
+		return fmt.Errorf("preference must be None, dpo(...) or kto(...) (got %s)", x.Type())
 	}
 	return nil
 }

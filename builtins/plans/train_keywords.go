@@ -128,7 +128,8 @@ var TrainKeywords = []keyword{
 			"an RMSNorm saves its input and one fp32 per row and writes its input's gradient into its output's; a SwiGLU MLP's SiLU-and-multiply saves the gate and up outputs and writes their gradients into them (docs/liger.md)",
 		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
 	{Name: "preference", Def: starlark.None,
-		Doc: "dpo(...): TRL's DPOTrainer in place of the language model's cross-entropy: batch= counts pairs (2 x batch rows), a reference forward under no_grad after the policy's (docs/dpo.md)",
+		Doc: "dpo(...): TRL's DPOTrainer in place of the language model's cross-entropy: batch= counts pairs (2 x batch rows), a reference forward under no_grad after the policy's (docs/dpo.md); " +
+			"kto(...): TRL's KTOTrainer: batch= counts unpaired rows, KL forwards under no_grad over mismatched pairs, a reference forward (docs/kto.md)",
 		set: setPreference},
 	{Name: "keep_logits", Def: starlark.False,
 		Doc: "the training loop holds the model's output, and so its logits, through the backward: out = model(**batch); out.loss.backward(); " +

@@ -48,6 +48,17 @@ type Builder struct {
 	// the model (dpo.go): in no optimizer, never trained, yet requiring
 	// grad as TRL leaves them, so autocast caches their casts.
 	refCopy bool
+	// policyFirst: the parameters registered now are the policy's, met
+	// first in a no_grad forward (KTO's KL forward, kto.go): frozen and
+	// trainable as the policy's forward would register them.
+	policyFirst bool
+	// klForward: KTO's KL forward is being lowered (kto.go).
+	klForward bool
+	// castCache holds autocast's cached casts of the weights (Weight) by
+	// parameter and dtype, for a step whose forwards call the same modules
+	// again (KTO's, kto.go): autocast's cache hands the second call the
+	// first's copy. Nil otherwise.
+	castCache map[castKey]Value
 	// bodyFirst is the first parameter of the model body being lowered
 	// (lowerBody): the embedding a head ties to is that body's.
 	bodyFirst int
@@ -302,8 +313,8 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	if b.Lora != nil && role != RoleNormLoRA {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
-	full := b.Name(name)
-	trainable = b.Ft.paramTrainable(full, role, trainable, b.Eval)
+	full := strings.TrimPrefix(b.Name(name), b.reuseStrip) // a module met first under a second call's scope (KTO's KL forward)
+	trainable = b.Ft.paramTrainable(full, role, trainable, b.Eval && !b.policyFirst)
 	tied := int32(-1)
 	if role == RoleLMHead && name == "weight" {
 		tied = b.tiedHead

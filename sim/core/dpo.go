@@ -67,10 +67,14 @@ func (b *Builder) preferenceLogProbs(m *Model, x Value, ref bool) (Value, []Valu
 	if b.pref.TRL == TRLLogits {
 		return b.trlRowLogProbs(x), []Value{x} // outputs.logits
 	}
-	lp, mask, _ := b.trlFusedLogProbs(m, x, trlOutputs{})
+	var want trlOutputs
+	if b.pref.KTO() && !b.refCopy { // the policy's forward, patched with KTOTrainer's outputs (kto.go)
+		want = trlOutputs{entropy: true, meanLogits: true}
+	}
+	lp, mask, more := b.trlFusedLogProbs(m, x, want)
 	i := b.AddOp("sum", "logps", []Value{lp})
 	s := b.Shape(lp)
-	return b.Out(i, "logps", []int64{s[0]}, units.FP32, "each row's summed log-probability (per_token_logps.sum(dim=1))"), []Value{lp, mask}
+	return b.Out(i, "logps", []int64{s[0]}, units.FP32, "each row's summed log-probability (per_token_logps.sum(dim=1))"), append([]Value{lp, mask}, more...)
 }
 
 // referenceLogProbs lowers the reference model's forward on the batch's
@@ -94,17 +98,21 @@ func (b *Builder) referenceLogProbs(m *Model, in Value) (Value, []Value) {
 		b.reuseStrip = RefForward + "."
 		defer func() { b.Lora, b.reuseStrip = lora, ""; restore() }()
 	default:
+		if b.pref.klFirst() { // KTO's KL forward called the copy first (kto.go)
+			defer b.ReuseParams()()
+		}
 		defer b.Scope(RefCopy)()
 		b.refCopy = true
 		defer func() { b.refCopy = false }()
 	}
 	params := len(b.P.Params)
+	again := b.pref.Reference == RefAdapters || b.pref.klFirst() // modules whose parameters are registered
 	y := m.lowerBody(b, in)
-	if b.pref.Reference == RefAdapters && len(b.P.Params) != params {
+	if again && len(b.P.Params) != params {
 		panic(LowerError{units.Errorf(b.Name(""), "internal error: the reference forward registered %d parameters the policy has not", len(b.P.Params)-params)})
 	}
 	lp, held := b.preferenceLogProbs(m, y, true)
-	if b.pref.Reference == RefAdapters && len(b.P.Params) != params {
+	if again && len(b.P.Params) != params {
 		panic(LowerError{units.Errorf(b.Name(""), "internal error: the reference head registered %d parameters the policy has not", len(b.P.Params)-params)})
 	}
 	return lp, held

@@ -59,6 +59,8 @@ func (b *Builder) wholeLogProbs(x Value, ref bool) (Value, []Value) {
 	switch {
 	case !tt && !ref: // get_batch_loss_metrics's model_output: until the loss
 		return lp, append(held, logits)
+	case !tt && b.pref.KTO() && !b.klForward: // stage kto's reference: concatenated_forward's, to its copies (kto.go)
+		return lp, append(held, logits)
 	case tt && ref && b.pref.Reference == RefAdapters: // reference_chosen_rejected_outputs: until the next micro-batch's
 		b.P.Held = append(b.P.Held, logits)
 		b.Val(logits).Why = "the reference's fp32 logits, which reference_chosen_rejected_outputs holds until the next micro-batch rebinds it (torchtune's LoRA DPO recipes)"

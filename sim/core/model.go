@@ -272,6 +272,10 @@ func (m *Model) lower(b *Builder) (err error) {
 		b.P.Loss = b.lowerRollout(m, x, b.rollout) // anemoi's rollout loop
 		return nil
 	}
+	if b.pref.KTO() { // KTO: the KL forwards, the policy, the reference, the loss (kto.go)
+		b.P.Loss = b.ktoLoss(m, x)
+		return nil
+	}
 	if b.pref != nil { // DPO: the policy, the reference, the loss (dpo.go)
 		before := b.referenceBefore(m) // torchtune's LoRA recipes: the micro-batch before's reference logits
 		b.P.Loss = b.dpoLoss(m, x, m.lowerBody(b, x), before)

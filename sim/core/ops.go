@@ -18,6 +18,9 @@ func (b *Builder) Weight(pi int32, dt units.DType) Value {
 	if !b.Prec.Autocast || b.Prec.Params == dt {
 		return NoValue
 	}
+	if y, ok := b.castCache[castKey{pi, dt}]; ok {
+		return y // autocast's cache: the copy an earlier call of the module made
+	}
 	i := b.AddOp("cast", "to_"+dt.Name(), nil, pi)
 	y := b.Out(i, lastSegment(p.Name)+"."+dt.Name(), p.Shape, dt, "autocast "+dt.Name()+" copy of weight "+p.Name)
 	v := b.Val(y)
@@ -25,7 +28,16 @@ func (b *Builder) Weight(pi int32, dt units.DType) Value {
 	v.Grad = b.Trainable(pi)
 	v.Cached = b.Trainable(pi) || b.refCopy // autocast caches a leaf requiring grad: DPO's reference copy's too
 	b.Op(i).Bytes += float64(b.Prec.Params.Bytes(p.Numel))
+	if v.Cached && b.castCache != nil {
+		b.castCache[castKey{pi, dt}] = y
+	}
 	return y
+}
+
+// castKey names one of autocast's cached weight casts (Builder.castCache).
+type castKey struct {
+	param int32
+	dt    units.DType
 }
 
 func lastSegment(n string) string {

@@ -405,6 +405,9 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	b.Batch *= b.foldedMembers()
 	b.pref = p.Preference
 	b.Batch *= p.Preference.Rows() // a pair is a chosen and a rejected row
+	if p.Preference.KTO() {
+		b.castCache = map[castKey]Value{} // KTO's forwards call the policy's modules twice (kto.go)
+	}
 	if p.Model.Points > 0 {
 		b.Seq = p.Model.Points // graph models: one row per grid point
 	}

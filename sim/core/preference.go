@@ -27,6 +27,50 @@ type Preference struct {
 	// TRL: the DPOTrainer release whose log-probability path the step
 	// runs (TRLFusedHead, TRLLogits); "" under another trainer.
 	TRL string
+	// Loss: "" for DPO's pairs, or one of TRL's KTOTrainer's unpaired
+	// losses (LossKTO, LossAPOZeroUnpaired: kto.go), whose batch is rows.
+	Loss string
+}
+
+// The unpaired losses of TRL's KTOTrainer (KTOConfig.loss_type,
+// trl/trainer/kto_config.py, 1.8.0 and 1.16.0 read): each row is one
+// completion, labelled desirable or undesirable.
+const (
+	// LossKTO: the KTO loss, which estimates the KL term from a second
+	// forward over mismatched prompt and completion pairs (calculate_KL:
+	// KTOTrainer.__init__, loss_type not in ["apo_zero_unpaired"]).
+	LossKTO = "kto"
+	// LossAPOZeroUnpaired: APO-zero's unpaired loss, no KL forward.
+	LossAPOZeroUnpaired = "apo_zero_unpaired"
+)
+
+// KTO reports whether pr is TRL's KTOTrainer (an unpaired loss) rather
+// than a DPO step.
+func (pr *Preference) KTO() bool { return pr != nil && pr.Loss != "" }
+
+// KL reports whether pr's step runs KTO's KL forwards over the batch's
+// mismatched pairs (KL_input_ids): the policy's under no_grad before its
+// forward, the reference's before its own.
+func (pr *Preference) KL() bool { return pr != nil && pr.Loss == LossKTO }
+
+// klFirst reports whether pr's KL forwards run before the forwards they
+// pair with (TRL's KTOTrainer; LLaMA-Factory's runs them after).
+func (pr *Preference) klFirst() bool { return pr.KL() && pr.trainer() == TrainerTRL }
+
+// what names pr's objective in errors: preference=dpo() or kto().
+func (pr *Preference) what() string {
+	if pr.KTO() {
+		return "preference=kto()"
+	}
+	return "preference=dpo()"
+}
+
+// path is the key pr's own errors name: dpo or kto.
+func (pr *Preference) path() string {
+	if pr.KTO() {
+		return "kto"
+	}
+	return "dpo"
 }
 
 // The trainers whose DPO steps memsh replays.
@@ -97,9 +141,9 @@ const (
 const PreferenceOp = "dpo_loss"
 
 // Rows is how many sequences of the batch one pair makes: the chosen and
-// the rejected completion.
+// the rejected completion. KTO's batch counts rows: 1.
 func (pr *Preference) Rows() int64 {
-	if pr == nil {
+	if pr == nil || pr.KTO() {
 		return 1
 	}
 	return 2
@@ -117,6 +161,9 @@ func RefOf(lora *LoRA) string {
 
 // Validate checks the objective's own names.
 func (pr *Preference) Validate() error {
+	if pr.KTO() {
+		return pr.validateKTO()
+	}
 	tr := pr.trainer()
 	switch {
 	case pr.Reference != RefModel && pr.Reference != RefAdapters && pr.Reference != RefPrecomputed && pr.Reference != RefNone:
@@ -147,12 +194,12 @@ func (p *Plan) validatePreference() error {
 	if err := pr.Validate(); err != nil {
 		return err
 	}
-	const what = "preference=dpo()"
+	what := pr.what()
 	m := p.Model
 	par := p.Parallel.Norm()
 	switch {
 	case pr.Reference == RefAdapters && p.LoRA == nil:
-		return &units.Error{Path: "dpo", Msg: `reference="adapters" disables the policy's LoRA adapters, and the plan has none`,
+		return &units.Error{Path: pr.path(), Msg: `reference="adapters" disables the policy's LoRA adapters, and the plan has none`,
 			Hint: `pass lora=lora(...), or reference="model" for a frozen copy`}
 	case m == nil || m.Vocab <= 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
 		return &units.Error{Path: "train", Msg: what + " scores the completion tokens' log-probabilities: the model has no language-model head",
@@ -186,11 +233,20 @@ func (p *Plan) validatePreference() error {
 	case p.Compile.Blocks || p.Compile.Loss:
 		return &units.Error{Path: "train", Msg: what + " with compile is not modelled", Hint: "drop compile"}
 	case pr.TRL == TRLLogits && (p.Precision.Compute == units.FP32 || (m.ForwardUpcast && m.LogitsFP32)):
-		return &units.Error{Path: "dpo", Msg: `trl="1.8": selective_log_softmax over fp32 logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled`,
+		return &units.Error{Path: pr.path(), Msg: `trl="1.8": selective_log_softmax over fp32 logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled`,
 			Hint: `use precision="bf16", "bf16-mixed" or "fp16", or trl="1.15"`}
 	case pr.FusedHead() && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
-		return &units.Error{Path: "train", Msg: `preference=dpo(trl="1.15") reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,
+		return &units.Error{Path: "train", Msg: what + ` with trl="1.15" reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,
 			Hint: `leave lm_head out of lora(targets=...), or trl="1.8"`}
+	case par.FSDP && pr.KTO():
+		return &units.Error{Path: "train", Msg: what + " under FSDP is not modelled: its KL forwards gather the policy's (and the reference copy's) units a second time in one forward, which memsh's gather units (one gather per unit and forward) do not replay",
+			Hint: "use ddp or parallel(zero=1 or 2)"}
+	case par.Zero >= 3 && pr.KL():
+		return &units.Error{Path: "train", Msg: what + ` with loss="kto" under ZeRO-3 is not modelled: its KL forward runs the policy's partitioned weights a second time, gathered again, which memsh's gather units (one gather per module and forward) do not replay`,
+			Hint: `use ddp or parallel(zero=1 or 2), or loss="apo_zero_unpaired" (no KL forward)`}
+	case pr.klFirst() && p.Batch < 2:
+		return &units.Error{Path: "train", Msg: what + ` with loss="kto" needs batch >= 2: KTOTrainer refuses per_device_train_batch_size <= 1 ("the KL term will be equivalent to the implied reward")`,
+			Hint: `batch=2 or more, or loss="apo_zero_unpaired"`}
 	}
 	return nil
 }

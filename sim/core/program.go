@@ -241,9 +241,12 @@ type Program struct {
 	// Labels: the batch's targets a cross-entropy reads (Builder.Labels),
 	// loaded with the input and held by the caller for the step; NoValue
 	// when no loss reads labels.
-	Labels  Value
-	Loss    Value
-	Regions []Region // checkpoint regions, index = id-1
+	Labels Value
+	// BatchExtra are the batch's other tensors a step reads, loaded and
+	// held as the input is (KTO's KL_input_ids, kto.go).
+	BatchExtra []Value
+	Loss       Value
+	Regions    []Region // checkpoint regions, index = id-1
 	// Docs are the packed row's documents' lengths (Plan.Docs) that a
 	// Varlen attention op runs one by one; nil when none are given.
 	Docs   []int64
@@ -434,7 +437,7 @@ const (
 )
 
 // BatchValues are the tensors the caller loads as the step's batch: the
-// input and, for a cross-entropy, the labels.
+// input, for a cross-entropy the labels, and the batch's other tensors.
 func (p *Program) BatchValues() []Value {
 	var out []Value
 	for _, v := range []Value{p.Input, p.Labels} {
@@ -442,5 +445,5 @@ func (p *Program) BatchValues() []Value {
 			out = append(out, v)
 		}
 	}
-	return out
+	return append(out, p.BatchExtra...)
 }

@@ -61,8 +61,9 @@ const (
 
 // trlOutputs are the per-token fields a trainer asks the fused head for
 // beyond the log-probabilities (add_fused_lm_head(outputs=...)):
-// SFTTrainer's entropy and is_top1 (its metrics), DPOTrainer's none.
-type trlOutputs struct{ entropy, top1 bool }
+// SFTTrainer's entropy and is_top1 (its metrics), DPOTrainer's none,
+// KTOTrainer's entropy and mean_logits (kto.go).
+type trlOutputs struct{ entropy, top1, meanLogits bool }
 
 // trlFusedLogProbs lowers TRL's fused LM head on x, the backbone's last
 // hidden states [rows, seq, H], and returns the per-token
@@ -121,6 +122,10 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value, want trlOutputs) (Value, V
 	}
 	if want.top1 {
 		top1 = noGrad(b.Out(ic, "is_top1", []int64{n}, units.BOOL, "whether the target is the argmax (SFTTrainer's token accuracy)"))
+	}
+	mean := NoValue
+	if want.meanLogits { // z_sum / vocab, marked non-differentiable
+		mean = noGrad(b.Out(ic, "mean_logits", []int64{n}, units.FP32, "each token's mean logit over the vocabulary (z_sum / vocab: KTOTrainer's logits/chosen and logits/rejected metrics)"))
 	}
 	tile := compute.Bytes(min(n, trlTokenChunk) * min(vocab, trlVocabChunk))
 	casts := func() []int64 {
@@ -182,6 +187,9 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value, want trlOutputs) (Value, V
 	}
 	if top1 != NoValue {
 		more = append(more, scatter(top1, "is_top1_scattered", "per-token argmax hits"))
+	}
+	if mean != NoValue {
+		more = append(more, scatter(mean, "mean_logits_scattered", "per-token mean logits"))
 	}
 	return out, mask, more
 }

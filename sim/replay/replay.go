@@ -295,6 +295,9 @@ func (r *Replay) initHolds() {
 	if p.Labels != core.NoValue {
 		r.holds[p.Labels]++ // and its labels
 	}
+	for _, v := range p.BatchExtra {
+		r.holds[v]++ // and the batch's other tensors
+	}
 	if p.Loss != core.NoValue {
 		r.holds[p.Loss]++
 	}

@@ -388,8 +388,12 @@ func fastPathSupported(p *core.Plan) error {
 	case len(p.Parallel.FSDPUnits) > 0:
 		return refuse("fsdp_units")
 	case p.Preference != nil:
-		// DPO's reference forward and two rows a pair: no block profile
-		// sums them, and its layouts are data parallelism alone.
+		// DPO's reference forward and two rows a pair (KTO's KL
+		// forwards): no block profile sums them, and their layouts are
+		// data parallelism alone.
+		if p.Preference.KTO() {
+			return refuse("preference (kto)")
+		}
 		return refuse("preference (dpo)")
 	case len(p.Trainable) > 0:
 		return refuse("trainable patterns") // the profiles' blocks train alike; patterns single layers out
