@@ -73,20 +73,9 @@ func hfPreference(t *tree) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	peft, err := t.boolean("use_peft", false)
+	ref, err := hfPreferenceReference(t)
 	if err != nil {
 		return "", err
-	}
-	precompute, err := t.boolean("precompute_ref_log_probs", false)
-	if err != nil {
-		return "", err
-	}
-	ref := "model"
-	switch {
-	case precompute:
-		ref = "precomputed"
-	case peft:
-		ref = "adapters"
 	}
 	return fmt.Sprintf("dpo(reference = %s, trl = %s)", str(ref), str(trl)), nil
 }
@@ -131,4 +120,25 @@ func (t *tree) refuseOn(hint, with string, opts []keyWhat) error {
 		}
 	}
 	return nil
+}
+
+// hfPreferenceReference is where a TRL preference trainer's reference
+// log-probabilities come from: precompute_ref_log_probs, else the policy
+// with its adapters disabled under use_peft, else a copy of the model.
+func hfPreferenceReference(t *tree) (string, error) {
+	peft, err := t.boolean("use_peft", false)
+	if err != nil {
+		return "", err
+	}
+	precompute, err := t.boolean("precompute_ref_log_probs", false)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case precompute:
+		return "precomputed", nil
+	case peft:
+		return "adapters", nil
+	}
+	return "model", nil
 }

@@ -51,20 +51,9 @@ func hfKTO(t *tree) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	peft, err := t.boolean("use_peft", false)
+	ref, err := hfPreferenceReference(t)
 	if err != nil {
 		return "", err
-	}
-	precompute, err := t.boolean("precompute_ref_log_probs", false)
-	if err != nil {
-		return "", err
-	}
-	ref := "model"
-	switch {
-	case precompute:
-		ref = "precomputed"
-	case peft:
-		ref = "adapters"
 	}
 	return fmt.Sprintf("kto(loss = %s, reference = %s, trl = %s)", str(loss), str(ref), str(trl)), nil
 }
