@@ -1,59 +1,10 @@
 package plans
 
 import (
-	"fmt"
-
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 )
-
-// KTO is the Starlark value of kto(...) (type "kto"): TRL's KTOTrainer as
-// train(preference=...)'s objective. Reference is "" until train()
-// resolves it against the plan's LoRA (core.RefOf).
-type KTO struct{ p core.Preference }
-
-var _ starlark.HasAttrs = KTO{}
-
-func (x KTO) Type() string          { return "kto" }
-func (x KTO) Freeze()               {}
-func (x KTO) Truth() starlark.Bool  { return starlark.True }
-func (x KTO) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
-
-func (x KTO) String() string {
-	how := fmt.Sprintf("trl=%q", x.p.TRL)
-	if x.p.Trainer != "" && x.p.Trainer != core.TrainerTRL {
-		how = fmt.Sprintf("trainer=%q", x.p.Trainer)
-	}
-	if x.p.Reference == "" {
-		return fmt.Sprintf("kto(loss=%q, %s)", x.p.Loss, how)
-	}
-	return fmt.Sprintf("kto(loss=%q, reference=%q, %s)", x.p.Loss, x.p.Reference, how)
-}
-
-var ktoAttrNames = []string{"loss", "reference", "trainer", "trl"}
-
-func (x KTO) AttrNames() []string { return ktoAttrNames }
-
-func (x KTO) Attr(name string) (starlark.Value, error) {
-	switch name {
-	case "loss":
-		return starlark.String(x.p.Loss), nil
-	case "reference":
-		if x.p.Reference == "" {
-			return starlark.None, nil
-		}
-		return starlark.String(x.p.Reference), nil
-	case "trainer":
-		return starlark.String(x.p.Trainer), nil
-	case "trl":
-		if x.p.TRL == "" {
-			return starlark.None, nil
-		}
-		return starlark.String(x.p.TRL), nil
-	}
-	return nil, nil
-}
 
 // ktoBuiltin is kto(): TRL's KTOTrainer.
 var ktoBuiltin = host.Builtin{
@@ -82,30 +33,8 @@ func ktoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "loss?", &loss, "reference?", &ref, "trl?", &trlV, "trainer?", &trainer); err != nil {
 		return nil, err
 	}
-	p := core.Preference{Trainer: trainer, Loss: loss}
-	switch t := trlV.(type) {
-	case starlark.NoneType:
-		if trainer == core.TrainerTRL {
-			p.TRL = core.TRLFusedHead
-		}
-	case starlark.String:
-		p.TRL = string(t)
-	default:
-		return nil, fmt.Errorf("kto: trl must be None, %q or %q (got %s)", core.TRLFusedHead, core.TRLLogits, trlV.Type())
+	if loss == "" { // "" is DPO's (core.Preference.KTO): refused as KTO's unknown loss
+		return nil, (&core.Preference{Reference: core.RefModel}).ValidateKTO()
 	}
-	switch r := ref.(type) {
-	case starlark.NoneType:
-	case starlark.String:
-		p.Reference = string(r)
-	default:
-		return nil, fmt.Errorf("kto: reference must be None, %q, %q or %q (got %s)", core.RefModel, core.RefAdapters, core.RefPrecomputed, ref.Type())
-	}
-	check := p
-	if check.Reference == "" {
-		check.Reference = core.RefModel
-	}
-	if err := check.Validate(); err != nil {
-		return nil, err
-	}
-	return KTO{p}, nil
+	return newPreference(b.Name(), core.Preference{Trainer: trainer, Loss: loss}, ref, trlV, core.RefModel, core.RefAdapters, core.RefPrecomputed)
 }

@@ -2,56 +2,81 @@ package plans
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 )
 
-// DPO is the Starlark value of dpo(...) (type "dpo"): TRL's DPOTrainer as
+// Preference is the Starlark value of dpo(...) and kto(...) (type "dpo" or
+// "kto", as core.Preference.KTO says): TRL's DPOTrainer or KTOTrainer as
 // train(preference=...)'s objective. Reference is "" until train()
 // resolves it against the plan's LoRA (core.RefOf).
-type DPO struct{ p core.Preference }
+type Preference struct{ p core.Preference }
 
-var _ starlark.HasAttrs = DPO{}
+var _ starlark.HasAttrs = Preference{}
 
-func (x DPO) Type() string          { return "dpo" }
-func (x DPO) Freeze()               {}
-func (x DPO) Truth() starlark.Bool  { return starlark.True }
-func (x DPO) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+func (x Preference) Type() string {
+	if x.p.KTO() {
+		return "kto"
+	}
+	return "dpo"
+}
+func (x Preference) Freeze()               {}
+func (x Preference) Truth() starlark.Bool  { return starlark.True }
+func (x Preference) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 
-func (x DPO) String() string {
-	how := fmt.Sprintf("trl=%q", x.p.TRL)
+func (x Preference) String() string {
+	var args []string
+	if x.p.KTO() {
+		args = append(args, fmt.Sprintf("loss=%q", x.p.Loss))
+	}
+	if x.p.Reference != "" {
+		args = append(args, fmt.Sprintf("reference=%q", x.p.Reference))
+	}
 	if x.p.Trainer != "" && x.p.Trainer != core.TrainerTRL {
-		how = fmt.Sprintf("trainer=%q", x.p.Trainer)
+		args = append(args, fmt.Sprintf("trainer=%q", x.p.Trainer))
+	} else {
+		args = append(args, fmt.Sprintf("trl=%q", x.p.TRL))
 	}
-	if x.p.Reference == "" {
-		return fmt.Sprintf("dpo(%s)", how)
-	}
-	return fmt.Sprintf("dpo(reference=%q, %s)", x.p.Reference, how)
+	return x.Type() + "(" + strings.Join(args, ", ") + ")"
 }
 
-var dpoAttrNames = []string{"reference", "trainer", "trl"}
+var (
+	dpoAttrNames = []string{"reference", "trainer", "trl"}
+	ktoAttrNames = []string{"loss", "reference", "trainer", "trl"}
+)
 
-func (x DPO) AttrNames() []string { return dpoAttrNames }
+func (x Preference) AttrNames() []string {
+	if x.p.KTO() {
+		return ktoAttrNames
+	}
+	return dpoAttrNames
+}
 
-func (x DPO) Attr(name string) (starlark.Value, error) {
-	switch name {
-	case "reference":
-		if x.p.Reference == "" {
-			return starlark.None, nil
+func (x Preference) Attr(name string) (starlark.Value, error) {
+	orNone := func(s string) starlark.Value {
+		if s == "" {
+			return starlark.None
 		}
-		return starlark.String(x.p.Reference), nil
+		return starlark.String(s)
+	}
+	switch name {
+	case "loss":
+		if x.p.KTO() {
+			return starlark.String(x.p.Loss), nil
+		}
+	case "reference":
+		return orNone(x.p.Reference), nil
 	case "trainer":
 		if x.p.Trainer == "" {
 			return starlark.String(core.TrainerTRL), nil
 		}
 		return starlark.String(x.p.Trainer), nil
 	case "trl":
-		if x.p.TRL == "" {
-			return starlark.None, nil
-		}
-		return starlark.String(x.p.TRL), nil
+		return orNone(x.p.TRL), nil
 	}
 	return nil, nil
 }
@@ -90,25 +115,31 @@ func dpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "reference?", &ref, "trl?", &trlV, "trainer?", &trainer); err != nil {
 		return nil, err
 	}
-	p := core.Preference{Trainer: trainer}
+	return newPreference(b.Name(), core.Preference{Trainer: trainer}, ref, trlV, core.RefModel, core.RefAdapters, core.RefPrecomputed, core.RefNone)
+}
+
+// newPreference completes p (the trainer and, for KTO, the loss already
+// set) with the call's reference= and trl=, checking the names where the
+// call is; the rest is checked with the plan. refs are the references
+// the builtin takes, for its error message.
+func newPreference(fn string, p core.Preference, ref, trlV starlark.Value, refs ...string) (starlark.Value, error) {
 	switch t := trlV.(type) {
 	case starlark.NoneType:
-		if trainer == core.TrainerTRL {
+		if p.Trainer == core.TrainerTRL {
 			p.TRL = core.TRLFusedHead
 		}
 	case starlark.String:
 		p.TRL = string(t)
 	default:
-		return nil, fmt.Errorf("dpo: trl must be None, %q or %q (got %s)", core.TRLFusedHead, core.TRLLogits, trlV.Type())
+		return nil, fmt.Errorf("%s: trl must be None, %q or %q (got %s)", fn, core.TRLFusedHead, core.TRLLogits, trlV.Type())
 	}
 	switch r := ref.(type) {
 	case starlark.NoneType:
 	case starlark.String:
 		p.Reference = string(r)
 	default:
-		return nil, fmt.Errorf("dpo: reference must be None, %q, %q, %q or %q (got %s)", core.RefModel, core.RefAdapters, core.RefPrecomputed, core.RefNone, ref.Type())
+		return nil, fmt.Errorf("%s: reference must be None, %s (got %s)", fn, quoteOr(refs), ref.Type())
 	}
-	// The names are checked here, where the call is; the rest with the plan.
 	check := p
 	if check.Reference == "" {
 		check.Reference = core.RefModel
@@ -116,19 +147,25 @@ func dpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err := check.Validate(); err != nil {
 		return nil, err
 	}
-	return DPO{p}, nil
+	return Preference{p}, nil
+}
+
+// quoteOr lists names quoted, the last after "or": "a", "b" or "c".
+func quoteOr(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 func setPreference(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	switch x := (*v).(type) {
 	case starlark.NoneType:
-	case DPO:
-		pr := x.p
-		if pr.Reference == "" {
-			pr.Reference = core.RefOf(p.LoRA)
-		}
-		p.Preference = &pr
-	case KTO:
+	case Preference:
 		pr := x.p
 		if pr.Reference == "" {
 			pr.Reference = core.RefOf(p.LoRA)

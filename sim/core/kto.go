@@ -59,8 +59,9 @@ const KLForward = "KL"
 // 1.8.0): the rows of the flattened logits log_softmaxed at once.
 const entropyChunk = 128
 
-// validateKTO checks a KTO objective's own names.
-func (pr *Preference) validateKTO() error {
+// ValidateKTO checks a KTO objective's own names (Validate calls it when
+// pr.KTO(); kto(loss="") calls it itself, since "" is DPO's loss).
+func (pr *Preference) ValidateKTO() error {
 	switch {
 	case pr.Loss != LossKTO && pr.Loss != LossAPOZeroUnpaired:
 		return &units.Error{Path: "kto", Msg: fmt.Sprintf("unknown loss %q", pr.Loss),

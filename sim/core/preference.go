@@ -162,7 +162,7 @@ func RefOf(lora *LoRA) string {
 // Validate checks the objective's own names.
 func (pr *Preference) Validate() error {
 	if pr.KTO() {
-		return pr.validateKTO()
+		return pr.ValidateKTO()
 	}
 	tr := pr.trainer()
 	switch {
