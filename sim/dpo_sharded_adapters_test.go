@@ -17,18 +17,21 @@ import (
 // that forward, so the backward gathers each unit once. dpoPlan's small
 // Llama (2 layers, LoRA on q and v, no checkpointing): per block a
 // gather in the policy's forward, one in the reference's, one in the
-// backward; the step's all-gather bytes are the base weights' three times
-// (38,308,352 parameters in bf16; the collective counts, as for the other
-// frozen gathers, ZeRO-3's small persistent parameters too) and the
-// adapters' (26,624) twice.
+// backward; the step's all-gather bytes are the weights' three times
+// (38,308,352 parameters in bf16 and the adapters' 26,624, gathered with
+// their units; the collective counts, as for the other frozen gathers,
+// ZeRO-3's small persistent parameters too), but for FSDP2's root unit
+// (the embedding, the head and the final norm: 2 x 32,000 x 512 + 512),
+// gathered once: it is not resharded after forward.
 func TestDPOAdaptersSharded(t *testing.T) {
-	const llama, adapters = 38_308_352, 26_624
+	const llama, adapters, root = 38_308_352, 26_624, 2*32_000*512 + 512
 	for _, tc := range []struct {
 		par    core.Parallelism
 		tensor string // the gathered tensor of layers.0's down_proj
+		once   int64  // parameters gathered once a micro-batch
 	}{
-		{core.Parallelism{DP: 4, FSDP: true}, "layers.%d unsharded parameters"},
-		{core.Parallelism{DP: 4, Zero: 3}, "layers.%d.mlp.down_proj gathered"},
+		{core.Parallelism{DP: 4, FSDP: true}, "layers.%d unsharded parameters", root},
+		{core.Parallelism{DP: 4, Zero: 3}, "layers.%d.mlp.down_proj gathered", 0},
 	} {
 		p := dpoPlan(core.RefAdapters, core.TRLLogits)
 		p.Parallel = tc.par
@@ -48,8 +51,8 @@ func TestDPOAdaptersSharded(t *testing.T) {
 				t.Errorf("%s: %q gathered %v, want 2 in the forward (the policy's, the reference's) and 1 in the backward", tc.par, name, counts)
 			}
 		}
-		if got, want := commBytes(r, "all_gather"), int64(2*3*llama+2*2*adapters); got != want {
-			t.Errorf("%s: all_gather %d bytes, want %d (the base weights three times, the adapters twice)", tc.par, got, want)
+		if got, want := commBytes(r, "all_gather"), 2*(3*(llama+adapters-tc.once)+tc.once); got != want {
+			t.Errorf("%s: all_gather %d bytes, want %d (the weights three times, the root unit once)", tc.par, got, want)
 		}
 	}
 }

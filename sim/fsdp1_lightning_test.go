@@ -27,7 +27,8 @@ import (
 // FlatParameter of n = 8,192,000 elements, 4 micro-batches under
 // Lightning's no_backward_sync, FSDP1's no_sync()): with the fp32
 // param_dtype the all-gather writes the fp32 FlatParameter (4 n B per
-// gather, two a micro-batch: 32 n B a step; bf16 16 n B), the unsharded
+// gather, one a micro-batch, as the root's flat parameter is not freed
+// after forward (_post_forward_reshard): 16 n B a step; bf16 8 n B), the unsharded
 // gradient kept between micro-batches is fp32 (4 n B of gradient state;
 // bf16 2 n B), and the synchronising micro-batch casts it to bf16 for the
 // one reduce-scatter of the step (2 n B either way).
@@ -39,8 +40,8 @@ func TestFSDP1LightningMixedPrecision(t *testing.T) {
 		param, reduce units.DType
 		grads, ag, rs int64
 	}{
-		{"Lightning 2.1-2.5", units.FP32, units.BF16, 4 * n, 32 * n, 2 * n},
-		{"Lightning 2.0 and 2.6+, accelerate (the default)", units.InvalidDType, units.InvalidDType, 2 * n, 16 * n, 2 * n},
+		{"Lightning 2.1-2.5", units.FP32, units.BF16, 4 * n, 16 * n, 2 * n},
+		{"Lightning 2.0 and 2.6+, accelerate (the default)", units.InvalidDType, units.InvalidDType, 2 * n, 8 * n, 2 * n},
 	} {
 		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, FSDPParamDType: c.param, FSDPReduceDType: c.reduce})
 		p.GradAccum = 4

@@ -177,11 +177,12 @@ func (d *distState) stepComm() []core.CommRecord {
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case 3:
 				gathered := d.gatherDT.Bytes(g.numel)
-				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: 2 * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
+				gathers := 2 + d.refGathers() // forward, backward, and DPO's reference forward over the policy's modules
+				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
 			}
 		case DistFSDP:
 			gathered, reduced := d.gatherDT.Bytes(g.numel-g.fp8)+units.FP8.Bytes(g.fp8), d.reduceDT.Bytes(g.numel)
-			gathers := int64(2) // forward and backward
+			gathers := 2 + d.refGathers() // forward, backward, and DPO's reference forward over the policy's modules
 			if d.Par.NoReshard {
 				gathers = 1 // the forward's gather serves the backward
 			}
@@ -192,7 +193,12 @@ func (d *distState) stepComm() []core.CommRecord {
 			if d.noSync { // FSDP1's no_sync(): the synchronising micro-batch reduces, once per step
 				reductions = 1
 			}
-			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * reductions, Backward: true})
+			all := gathers * gathered
+			if gathers > 1 && plan.Phase != core.Eval { // the root unit is gathered once a micro-batch
+				rn, rf := d.rootNumel(g)
+				all -= (gathers - 1) * (d.gatherDT.Bytes(rn-rf) + units.FP8.Bytes(rf))
+			}
+			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: all * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * reductions, Backward: true})
 			if r := d.Par.DPReplicate; r > 1 { // HSDP: the sharded gradient all-reduced over the replicas
 				out = append(out, core.CommRecord{Kind: "all_reduce", Group: "dp_replicate", Bytes: reduced / g.n * reductions, Backward: true})
 			}
@@ -236,9 +242,48 @@ func (d *distState) frozenComm() []core.CommRecord {
 			group = "edp"
 		}
 		b := gathers*d.gatherDT.Bytes(g.numel-ref) + d.gatherDT.Bytes(ref)
+		if d.Mode == DistFSDP && gathers > 1 && d.plan.Phase != core.Eval { // the root unit is gathered once a micro-batch
+			rn, _ := d.rootNumel(g)
+			b -= (gathers - 1) * d.gatherDT.Bytes(rn)
+		}
 		out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: b * perMB})
 	}
 	return out
+}
+
+// rootNumel is how many of g's elements (and of those, how many gathered
+// in fp8) FSDP's root unit holds: everything outside the blocks and
+// fsdp_units, kept unsharded from its forward to its backward (the root
+// is never resharded after forward: torch 2.15 _fsdp_state.py
+// _lazy_init sets the root's post_forward_mesh_info to None, FSDP1's
+// _post_forward_reshard skips the root), so gathered once a micro-batch
+// where the other units are gathered again for their backward (and for
+// DPO's reference forward over the policy's modules: the root is still
+// gathered then). gather.go replays it so; stepComm and frozenComm count
+// it so.
+//
+// A parameter no op reads (a stand-in program's: the search's profiles)
+// is placed by its name, as buildUnits would place it.
+func (d *distState) rootNumel(g paramGroup) (numel, fp8 int64) {
+	if d.Mode != DistFSDP || d.unitOf == nil {
+		return 0, 0
+	}
+	for _, pi := range g.params {
+		root := false
+		if u := d.unitOf[d.root(pi)]; u != none {
+			root = d.units[u].root
+		} else {
+			_, root = d.unitKey(&d.p.Params[pi], d.blocks)
+		}
+		if root {
+			p := &d.p.Params[pi]
+			numel += p.Numel
+			if p.GatherFP8 {
+				fp8 += p.Numel
+			}
+		}
+	}
+	return numel, fp8
 }
 
 // quantComm is the all-gather of sharded quantized weights per step

@@ -25,31 +25,12 @@ func (d *distState) buildUnits() error {
 	if d.Mode == DistFSDP {
 		blocks = d.fsdpBlocks()
 	}
+	d.blocks = blocks
 	unitFor := func(pi int32) int32 {
 		if u := d.unitOf[pi]; u != none {
 			return u
 		}
-		name := prog.Params[pi].Name
-		k := moduleOf(name)
-		root := false
-		switch {
-		case d.fsdp1 && (d.plan.Quant != "" || d.Par.AdapterUnits) && prog.Params[pi].Role == core.RoleLoRA:
-			// FSDP-QLoRA wraps each adapter on its own (peft's
-			// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), as
-			// fms-hf-tuning does any PEFT model (fsdp_adapter_units), so
-			// the frozen blocks' flat parameters need no gradient.
-		case d.Mode == DistFSDP && prog.Params[pi].Reference:
-			// DPO's reference copy: TRL's prepare_fsdp calls fully_shard
-			// once on the whole copy (trl/models/utils.py at 1.8.0 and
-			// 1.16.0; no auto-wrap of its layers, as the review of
-			// huggingface/trl#6527 notes), so it is one unit, gathered
-			// whole at its forward's start and resharded after it
-			// (accelerate passes reshard_after_forward=True); it has no
-			// backward.
-			k = core.RefCopy
-		case d.Mode == DistFSDP:
-			k, root = fsdpUnit(name, blocks)
-		}
+		k, root := d.unitKey(&prog.Params[pi], blocks)
 		u, ok := key[k]
 		if !ok {
 			u = int32(len(d.units))
@@ -106,6 +87,49 @@ func (d *distState) buildUnits() error {
 		}
 	}
 	return nil
+}
+
+// unitKey names the gather unit of parameter p (blocks: fsdpBlocks, under
+// FSDP) and says whether it is FSDP's root unit.
+func (d *distState) unitKey(p *core.ParamInfo, blocks map[string]int) (string, bool) {
+	switch {
+	case d.fsdp1 && (d.plan.Quant != "" || d.Par.AdapterUnits) && p.Role == core.RoleLoRA:
+		// FSDP-QLoRA wraps each adapter on its own (peft's
+		// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), as
+		// fms-hf-tuning does any PEFT model (fsdp_adapter_units), so
+		// the frozen blocks' flat parameters need no gradient.
+		return moduleOf(p.Name), false
+	case d.Mode == DistFSDP && p.Reference:
+		// DPO's reference copy: TRL's prepare_fsdp calls fully_shard
+		// once on the whole copy (trl/models/utils.py at 1.8.0 and
+		// 1.16.0; no auto-wrap of its layers, as the review of
+		// huggingface/trl#6527 notes), so it is one unit, gathered
+		// whole at its forward's start and resharded after it
+		// (accelerate passes reshard_after_forward=True); it has no
+		// backward.
+		return core.RefCopy, false
+	case d.Mode == DistFSDP:
+		return fsdpUnit(p.Name, blocks)
+	}
+	return moduleOf(p.Name), false
+}
+
+// FSDPRoots reports for each of ps whether FSDP's root unit holds it when
+// plan shards with FSDP (nil otherwise): what a program's gather units
+// would say, from the parameters' names, roles and the plan's blocks
+// alone (the search's profiles, which replay no program).
+func FSDPRoots(plan *core.Plan, ps []core.ParamInfo) []bool {
+	if ModeOf(plan) != DistFSDP {
+		return nil
+	}
+	par := plan.Parallel.Norm()
+	d := &distState{Par: par, plan: plan, Mode: DistFSDP, fsdp1: par.FSDPVersion == 1}
+	blocks := d.fsdpBlocks()
+	out := make([]bool, len(ps))
+	for i := range ps {
+		_, out[i] = d.unitKey(&ps[i], blocks)
+	}
+	return out
 }
 
 // fsdpBlocks maps the modules FSDP wraps as units to their precedence:

@@ -100,7 +100,8 @@ type distState struct {
 	pendingN int         // FSDP2: units prefetched in the backward and not yet copied out (gatherUnit.pending)
 
 	units   []gatherUnit
-	unitOf  []int32 // by parameter, -1 when not gathered
+	unitOf  []int32        // by parameter, -1 when not gathered
+	blocks  map[string]int // FSDP: the modules wrapped as units (fsdpBlocks), for unitKey
 	opUnits [][]int32
 	refOps  []bool  // by op: in DPO's reference forward over the policy's modules (no backward); nil without one
 	order   []int32 // units by first forward use

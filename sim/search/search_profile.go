@@ -38,7 +38,10 @@ type paramEntry struct {
 	traffic   int64 // optimizer step's HBM traffic (replay.optimizerTraffic)
 	expert    bool
 	trainable bool
-	n         int64
+	// root: FSDP's root unit holds it (replay.FSDPRoots), gathered once a
+	// micro-batch where the blocks are gathered again for their backward.
+	root bool
+	n    int64
 	// A quantized frozen weight's storage (quant=), which the memory
 	// bound counts instead of numel in the parameters' dtype: whole, as
 	// one GPU and DDP or ZeRO-1/2 hold it (core.QuantBytes, replay's
@@ -66,12 +69,13 @@ func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 	}
 	var room [16]shapeTraffic
 	traffics := room[:0]
+	roots := replay.FSDPRoots(p, ps)
 	for i := range ps {
 		q := &ps[i]
 		if q.TiedTo >= 0 {
 			continue
 		}
-		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, n: 1}
+		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, root: roots != nil && roots[i], n: 1}
 		if q.Quant != "" {
 			e.quantWhole = core.QuantBytes(q.Quant, q.Shape)
 			for _, t := range core.QuantTensors(q.Quant, q.Shape, p.QuantStorage, p.Precision.Params) {
@@ -116,7 +120,7 @@ func (a paramAgg) merge(b paramAgg, k int64) paramAgg {
 		found := false
 		for i := range a {
 			o := &a[i]
-			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable &&
+			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable && o.root == e.root &&
 				o.quantWhole == e.quantWhole && o.quantSplit == e.quantSplit && o.quantKept == e.quantKept {
 				o.n += k * e.n
 				found = true
@@ -143,8 +147,18 @@ func (a paramAgg) count() int64 {
 // numel sums the elements of the trainable (or frozen) dense and expert
 // parameters.
 func (a paramAgg) numel(trainable bool) (dense, expert int64) {
+	for _, root := range []bool{false, true} {
+		d, e := a.numelIn(trainable, root)
+		dense, expert = dense+d, expert+e
+	}
+	return dense, expert
+}
+
+// numelIn is numel of the parameters in FSDP's root unit (root) or
+// outside it.
+func (a paramAgg) numelIn(trainable, root bool) (dense, expert int64) {
 	for _, e := range a {
-		if e.trainable != trainable {
+		if e.trainable != trainable || e.root != root {
 			continue
 		}
 		if e.expert {
