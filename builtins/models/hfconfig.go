@@ -316,6 +316,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"hyperclovax 5.9, " +
 			"olmo3 and ministral 4.57, " +
 			"gemma3n and gemma3n_text 5.6 (below), " +
+			"gemma4_unified and gemma4_unified_text 5.10, " +
 			"glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, " +
 			"5.11, " +
 			"and glm_moe_dsa, GLM-5, 5.2, " +
@@ -371,6 +372,11 @@ func HfConfigBuiltins() []host.Builtin {
 			"per-layer embeddings (hidden_size_per_layer_input: a table of layers x 256 per token, projected and added at the end of each layer) " +
 			"and last layers reusing an earlier layer's keys and values (num_kv_shared_layers). attn=\"flash\" is refused " +
 			"for heads wider than 256 (flash-attn 2's limit; the full layers' are 512). " +
+			"gemma4_unified_text and gemma4_unified (Gemma 4 unified) build Gemma 4's text model without per-layer embeddings or MoE block " +
+			"(their keys are ignored, as transformers ignores them), a window of 1024 by default; gemma4_unified's Gemma4UnifiedForConditionalGeneration " +
+			"has no vision tower: embed_vision (LayerNorms, a dense patch projection, a factorized position table, a weightless RMSNorm and " +
+			"embedding_projection over the processor's merged patches) reads train(images=), embed_audio's weight runs nothing, and with " +
+			"use_bidirectional_attention \"vision\" (the default) every text layer gets a mask, images or not. " +
 			"gemma3n_text and gemma3n (Gemma 3n E2B and E4B, modelled as transformers 5.6 and later build them: before 5.6 the layers " +
 			"that share keys and values compute their own in training) build Gemma3nForCausalLM, for gemma3n on its text_config with " +
 			"arch=\"Gemma3nForCausalLM\" (Gemma3nForConditionalGeneration and Gemma3nModel are refused: their MobileNet-V5 vision tower and audio " +

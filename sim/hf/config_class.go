@@ -262,6 +262,9 @@ var configClasses = map[string]*configClass{
 	"mamba2":            {name: "Mamba2Config", defaults: map[string]any{"n_groups": num("8")}},
 	// MiniMax M3's text model (minimax_m3.go); its other defaults are the reader's.
 	"minimax_m3_vl_text": {name: "MiniMaxM3VLTextConfig", aliases: [][2]string{{"num_experts", "num_local_experts"}}, rotary: true, defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128")}},
+
+	// Gemma 4 unified's text model (gemma4_unified.go).
+	"gemma4_unified_text": {name: "Gemma4UnifiedTextConfig", defaults: map[string]any{"num_key_value_heads": num("4")}},
 }
 
 // classKeys reads config.json as the config class of model type mt (a

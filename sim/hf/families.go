@@ -221,6 +221,8 @@ var textFamilies = []hfFamily{
 	{modelType: "gemma3n_text", prefix: "Gemma3n", base: "model", heads: decoderHeads, build: buildGemma3n, since: [2]int{5, 6}, sinceWhy: gemma3nSince},
 	// gemma4_text: the text model of gemma4 (families_vl.go, whose entry says its release).
 	{modelType: "gemma4_text", prefix: "Gemma4", base: "model", heads: decoderHeads, build: buildGemma4, since: [2]int{5, 5}, experts: &hfExperts{}},
+	// gemma4_unified_text: the text model of gemma4_unified (families_vl.go, whose entry says its release).
+	{modelType: "gemma4_unified_text", prefix: "Gemma4Unified", base: "model", heads: decoderHeads, build: buildGemma4, since: [2]int{5, 10}},
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	// gpt_bigcode: StarCoder 1, SantaCoder; 4.54.0 is the first wheel
 	// whose GPTBigCodeAttention runs eager_attention_forward and the

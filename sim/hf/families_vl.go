@@ -28,6 +28,11 @@ var vlFamilies = []hfFamily{
 	// gemma4.go: the text model; its flash path stops at the full layers'
 	// 512-wide heads (nn.Gemma4Attention).
 	{modelType: "gemma4", prefix: "Gemma4", base: "model", heads: vlHeads, build: buildGemma4, vl: true, since: [2]int{5, 5}, experts: &hfExperts{}},
+	// gemma4_unified, gemma4_unified_text: the 5.10.0 wheel is the first
+	// with models/gemma4_unified (absent from 5.9.0; unzip -l); memsh
+	// follows 5.25.0's modelling (gemma4_unified.go): no vision tower, no
+	// per-layer embeddings, no MoE block.
+	{modelType: "gemma4_unified", prefix: "Gemma4Unified", base: "model", heads: vlHeads, build: buildGemma4, vl: true, since: [2]int{5, 10}},
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
 	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent

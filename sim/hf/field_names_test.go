@@ -31,7 +31,7 @@ func TestFieldKeysReached(t *testing.T) {
 		"gemma4VisionKeys": gemma4VisionKeys, "llama4VisionKeys": llama4VisionKeys, "kimiVisionKeys": kimiVisionKeys,
 		"gemma4SoftTokenKeys": gemma4SoftTokenKeys, "gemma4AudioKeys": gemma4AudioKeys, "textWidthKeys": textWidthKeys,
 		"gemma3VisionKeys": gemma3VisionKeys, "gemma3TokenKeys": gemma3TokenKeys, "pixtralVisionKeys": pixtralVisionKeys, "pixtralMergeKeys": pixtralMergeKeys,
-		"internVLVisionKeys": internVLVisionKeys, "internVLMergeKeys": internVLMergeKeys,
+		"internVLVisionKeys": internVLVisionKeys, "internVLMergeKeys": internVLMergeKeys, "gemma4UnifiedVisionKeys": gemma4UnifiedVisionKeys,
 	}
 	unreached := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
 	for name, keys := range maps {
@@ -212,6 +212,10 @@ func boundRows() []keyRow {
 		{"gemma4AudioKeys", nn.FieldConvKernel, "gemma4-av-tiny.json", "audio_config.conv_kernel_size", 1<<10 + 1, 1 << 10, nil},
 		{"gemma4AudioKeys", nn.FieldSubsampling, "gemma4-av-tiny.json", "audio_config.subsampling_conv_channels", 1<<16 + 4, 1 << 16,
 			map[string]any{"audio_config.subsampling_conv_channels": []any{1<<16 + 4, 4}}},
+		{"gemma4UnifiedVisionKeys", nn.FieldPatch, "gemma4-unified-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, nil},
+		{"gemma4UnifiedVisionKeys", nn.FieldMerge, "gemma4-unified-tiny.json", "vision_config.pooling_kernel_size", 65, 64, nil},
+		{"gemma4UnifiedVisionKeys", nn.FieldDim, "gemma4-unified-tiny.json", "vision_config.mm_embed_dim", 1<<20 + 1, 1 << 20,
+			map[string]any{"vision_config.mm_embed_dim": 1<<20 + 1, "vision_config.output_proj_dims": 1<<20 + 1}},
 		{"gemma3VisionKeys", nn.FieldDim, "gemma3-vl-tiny.json", "vision_config.hidden_size", 1<<20 + 2, 1 << 20, nil},
 		{"gemma3VisionKeys", nn.FieldHidden, "gemma3-vl-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},
 		{"gemma3VisionKeys", nn.FieldDepth, "gemma3-vl-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},

@@ -49,6 +49,13 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c
 	var towers []core.Layer
 	causal := strings.HasSuffix(c.arch, "ForCausalLM")
+	vl := c.modelType == "gemma4" || c.modelType == "gemma4_unified"
+	if c.modelType == "gemma4_unified" {
+		towers = gemma4UnifiedTowers(c, causal)
+		if c.err != nil {
+			return nil
+		}
+	}
 	if c.modelType == "gemma4" {
 		if c.has("vision_config") && !causal {
 			t := gemma4VisionTower(c, attn)
@@ -64,19 +71,21 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 			}
 			towers = append(towers, t)
 		}
+	}
+	if vl {
 		tc = c.sub("text_config")
 		if c.err != nil {
 			return nil
 		}
-		tc.classKeys("gemma4_text") // Gemma4TextConfig's defaults
-		tc.modelType = "gemma4_text"
+		tc.modelType = c.modelType + "_text"
+		tc.classKeys(tc.modelType) // Gemma4TextConfig's or Gemma4UnifiedTextConfig's defaults
 	}
-	m := tc.gemma4Text(attn, head)
+	m := tc.gemma4Text(attn, head, c.modelType == "gemma4_unified" && !causal)
 	if tc.err != nil {
 		c.err = tc.err
 		return nil
 	}
-	if c.modelType == "gemma4" {
+	if vl {
 		m.Name = c.name
 		m.TieEmbeddings = c.flag("tie_word_embeddings", true)
 		switch {
@@ -89,8 +98,13 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	return m
 }
 
-// gemma4Text is Gemma4TextModel with its head, from a Gemma4TextConfig.
-func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
+// gemma4Text is Gemma4TextModel with its head, from a Gemma4TextConfig
+// (or Gemma4UnifiedTextModel, from a Gemma4UnifiedTextConfig: model type
+// gemma4_unified_text). unifiedVL: the text model of
+// Gemma4UnifiedForConditionalGeneration, whose masks are never left to
+// SDPA's is_causal under use_bidirectional_attention "vision"
+// (nn.Gemma4Attention.MaskAlways).
+func (c *hfConfig) gemma4Text(attn string, head hfHead, unifiedVL bool) *core.Model {
 	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.sizeOr("head_dim", 256)
 	ghd := c.sizeOr("global_head_dim", 512)
@@ -99,13 +113,20 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 	if kEqV && c.has("num_global_key_value_heads") {
 		gkv = c.kvHeads("num_global_key_value_heads", heads)
 	}
+	unified := c.modelType == "gemma4_unified_text" // gemma4_unified.go: no per-layer embeddings, no MoE block
 	window := c.sizeOr("sliding_window", 512)
+	if unified {
+		window = c.sizeOr("sliding_window", 1024) // Gemma4UnifiedTextConfig's default
+	}
 	act := c.mlpAct("hidden_activation", "gelu_pytorch_tanh", true)
 	drop := c.prob("attention_dropout", 0)
 	logitCap := c.softcap("final_logit_softcapping", 0)
 	tie := c.flag("tie_word_embeddings", true)
 	c.object("rope_parameters")
-	ple := c.intOr("hidden_size_per_layer_input", 256)
+	ple := int64(0)
+	if !unified {
+		ple = c.intOr("hidden_size_per_layer_input", 256)
+	}
 	pleVocab := int64(0)
 	if ple > 0 {
 		pleVocab = c.sizeOr("vocab_size_per_layer_input", 262144)
@@ -116,13 +137,17 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 	if c.flag("attention_bias", false) {
 		c.fail("attention_bias", "is not modelled for Gemma 4 (got true; the released models have none)")
 	}
-	mode := c.str("use_bidirectional_attention", "")
+	mode := ""
+	if unified && !c.null("use_bidirectional_attention") {
+		mode = "vision" // Gemma4UnifiedTextConfig's default (null: none)
+	}
+	mode = c.str("use_bidirectional_attention", mode)
 	if mode == "all" {
 		c.fail("use_bidirectional_attention", `"all" (bidirectional text attention) is not modelled; null and "vision" are`)
 	}
 	types := c.gemma4LayerTypes(layers)
 	store, shared := c.gemma4SharedKV(types, nShared)
-	moe := c.flag("enable_moe_block", false)
+	moe := !unified && c.flag("enable_moe_block", false)
 	estimateFF := 3 * float64(hidden) * float64(inter)
 	var experts *nn.Gemma4MoE
 	if moe {
@@ -152,7 +177,7 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 		}
 		a := &nn.Gemma4Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HD: hd, Impl: attn, Window: window, Dropout: drop,
 			EnableGQA: true, KV: "sliding_attention", StoreKV: k.store, SharedKV: k.shared, VisionBidir: mode == "vision", RopeTables: "rotary_emb",
-			EagerMask: true}
+			EagerMask: true, MaskAlways: unifiedVL && mode == "vision"}
 		if k.full {
 			a.HD, a.KVHeads, a.KEqV, a.Window, a.KV = ghd, gkv, kEqV, 0, "full_attention"
 		}

@@ -11,7 +11,7 @@ import (
 // never read as its causal LM. Gemma 3's belongs to gemma3, not to
 // gemma3_text; Mistral 3's to mistral3, not to mistral's.
 func TestConditionalGenerationHeads(t *testing.T) {
-	has := map[string]bool{"gemma3": true, "gemma3n": true, "gemma4": true, "internvl": true, "kimi_k25": true, "llama4": true, "llava": true, "llava_next": true, "llava_onevision": true, "mistral3": true, "mllama": true, "qwen2_vl": true, "qwen2_5_vl": true, "idefics3": true, "smolvlm": true, "lfm2_vl": true,
+	has := map[string]bool{"gemma3": true, "gemma3n": true, "gemma4": true, "gemma4_unified": true, "internvl": true, "kimi_k25": true, "llama4": true, "llava": true, "llava_next": true, "llava_onevision": true, "mistral3": true, "mllama": true, "qwen2_vl": true, "qwen2_5_vl": true, "idefics3": true, "smolvlm": true, "lfm2_vl": true,
 		"qwen3_vl": true, "qwen3_vl_moe": true, "qwen3_5": true, "qwen3_5_moe": true, "glm4v": true, "glm4v_moe": true}
 	for i := range hfFamilies {
 		f := &hfFamilies[i]

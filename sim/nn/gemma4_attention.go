@@ -48,6 +48,13 @@ type Gemma4Attention struct {
 	// always gets there: converted to an additive bias it keeps, and no
 	// enable_gqa (repeat_kv's copies); the full layers stay causal.
 	VisionBidir bool
+	// MaskAlways: the model hands every layer a mask, images or not:
+	// Gemma4UnifiedModel (transformers 5.25.0) passes block_sequence_ids
+	// whenever use_bidirectional_attention is "vision", and
+	// create_masks_for_generate then never leaves the mask to SDPA's
+	// is_causal (allow_is_causal_skip False): SDPA keeps it as an
+	// additive bias in the full layers too, and gets no enable_gqa.
+	MaskAlways bool
 	// KV names the layer type whose keys and values StoreKV leaves and
 	// SharedKV reads (num_kv_shared_layers: the last layers of E2B and
 	// E4B reuse the keys and values of the last earlier layer of their
@@ -160,7 +167,7 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	name := b.ModuleName(a)
 	defer b.Scope(name)()
 	att := a.kernel()
-	if a.VisionBidir && a.Window > 0 && b.Images.Count > 0 && a.Impl == "sdpa" {
+	if (a.VisionBidir && a.Window > 0 && b.Images.Count > 0 || a.MaskAlways) && a.Impl == "sdpa" {
 		att.chunkMask = true
 	}
 	if att.Window > b.Seq && a.Impl != "eager" { // the window holds every key: transformers passes no mask (it keeps one from kv_length >= window); eager's is the sliding layers' own

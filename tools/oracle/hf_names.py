@@ -80,6 +80,8 @@ CASES = [
     ("gemma4-tiny.json", "", ("Gemma4ForCausalLM",)),
     ("gemma4-e-tiny.json", "", ("Gemma4ForCausalLM",)),
     ("gemma4-moe-tiny.json", "", ("Gemma4ForCausalLM",)),
+    ("gemma4-unified-text-tiny.json", "", ("Gemma4UnifiedForCausalLM",)),
+    ("gemma4-unified-tiny.json", "", ("Gemma4UnifiedForConditionalGeneration",)),
     ("glm-4.5-air.json", "", ("Glm4MoeForCausalLM",)),
     ("glm-4.7-flash.json", "", ("Glm4MoeLiteForCausalLM",)),
     ("glm4v-moe-tiny.json", "", ("Glm4vMoeForConditionalGeneration",)),
