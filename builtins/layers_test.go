@@ -46,6 +46,7 @@ func TestLayerParams(t *testing.T) {
 		// the storage changes what quant= and lora= reach, not the count
 		{expr: "moe(4096, 14336, 8, 2, impl=\"grouped\").params", want: "1409318912"},
 		{expr: "moe(64, 128, 4, 1, impl=\"fused_loop\").params", want: "98560"},
+		{expr: "moe(64, 128, 4, 1, impl=\"fused_loop\", clamped_glu=True).params", want: "98560"},
 		// AFMoE's attention: q, k, v, o (4 * 64²), gate_proj (64²), q_norm
 		// and k_norm (2 * 16); its experts: router 64 * 8, 8 experts of 3 *
 		// 64 * 32, expert_bias 8.
@@ -94,6 +95,7 @@ func TestLayerErrors(t *testing.T) {
 		{expr: `attention(64, 4, qk_norm="olmo2_head", output_gate=True)`, err: `OLMo 2's RMSNorm over each head (qk_norm="olmo2_head") is modelled alone, without output_gate=True`},
 		{expr: `moe(64, 32, 8, 2, score_bias="parameter")`, err: `moe: score_bias="parameter" is the sigmoid router's selection bias (router="sigmoid"; got router="softmax")`},
 		{expr: `moe(64, 32, 8, 2, router="sigmoid", score_bias="buffer")`, err: `moe: score_bias must be True, False or "parameter" (got "buffer")`},
+		{expr: `moe(64, 32, 8, 2, act="gelu", clamped_glu=True)`, err: `moe: clamped_glu is gpt-oss's gate over the gated halves of each expert (act="swiglu", not impl="dense_bmm"; got act="gelu", impl="loop")`},
 		{expr: `attention(64, 4, rope=True, rope_dim=8)`, err: `attention: rope_dim and mrope shape the rotary tables, which need rope_tables="rotary_emb"`},
 		{expr: `attention(64, 4, rope=True, rope_tables="rotary_emb", rope_dim=7)`, err: `attention: rope_dim must be an even number of dimensions up to head_dim 16 (got 7)`},
 		{expr: `attention(64, 4, rope=True, rope_tables="")`, err: `attention: rope_tables must name the rotary module, e.g. "rotary_emb" (got ""; None for no tables)`},

@@ -256,6 +256,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"nanochat 5.0, " +
 			"nemotron 4.44, " +
 			"gpt_bigcode 4.54, " +
+			"gpt_oss 4.55, " +
 			"gptj 5.24, " +
 			"codegen 5.24, " +
 			"cwm 5.0, " +

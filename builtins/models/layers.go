@@ -123,7 +123,7 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "moe",
 			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
-				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, router_name=None, router_logits_fp32=False, name=None)",
+				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, router_name=None, router_logits_fp32=False, clamped_glu=False, name=None)",
 			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
 				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
@@ -151,7 +151,10 @@ func LayerBuiltins() []host.Builtin {
 				"the probabilities outside the best expert groups are zeroed before the top-k by a masked_fill that keeps a bool " +
 				"[tokens, experts] mask; it needs router=\"softmax\". router_name names the softmax or sigmoid router's module " +
 				"(default \"gate\"; Jamba's is \"router\", AFMoE's \"router.gate\"). router_logits_fp32=True (router=\"topk_softmax\") upcasts the router's " +
-				"logits to fp32 before the top-k, so the softmax keeps fp32 weights (Granite's GraniteMoeTopKRouter).",
+				"logits to fp32 before the top-k, so the softmax keeps fp32 weights (Granite's GraniteMoeTopKRouter). " +
+				"clamped_glu=True (act=\"swiglu\") is gpt-oss's gate (GptOssExperts._apply_gate, transformers 4.55 to 5.25): gate clamped to at most limit, " +
+				"up to [-limit, limit], (up + 1) * gate * sigmoid(gate * alpha); it keeps the clamped gate, the sigmoid, their product and up + 1 " +
+				"besides the projection's output, three more [rows, hidden] tensors per expert than SwiGLU; impl=\"grouped\" under precision=\"megatron\" runs Megatron-Core's fused SwiGLU kernel instead, without the clamp.",
 			Fn: moeFn,
 		},
 		{

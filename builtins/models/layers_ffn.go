@@ -113,16 +113,19 @@ func fusedGLU(thread *starlark.Thread, dim, hidden starlark.Value, act string, b
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, routerName, scoreBiasV, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
-	var routerBias, expertBias, sharedGate, groupLimited, logitsFP32 bool
+	var routerBias, expertBias, sharedGate, groupLimited, logitsFP32, clampedGLU bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
 		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
-		"score_bias?", &scoreBiasV, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "router_logits_fp32?", &logitsFP32, "name?", &name); err != nil {
+		"score_bias?", &scoreBiasV, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "router_logits_fp32?", &logitsFP32, "clamped_glu?", &clampedGLU, "name?", &name); err != nil {
 		return nil, err
 	}
 	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, SharedGate: sharedGate,
-		GroupLimited: groupLimited, TopKLogitsFP32: logitsFP32}
+		GroupLimited: groupLimited, TopKLogitsFP32: logitsFP32, ClampedGLU: clampedGLU}
+	if clampedGLU && (act != "swiglu" || impl == nn.MoEDenseBMM) {
+		return nil, fmt.Errorf("moe: clamped_glu is gpt-oss's gate over the gated halves of each expert (act=\"swiglu\", not impl=\"dense_bmm\"; got act=%q, impl=%q)", act, impl)
+	}
 	switch v := scoreBiasV.(type) {
 	case nil, starlark.NoneType:
 	case starlark.Bool:

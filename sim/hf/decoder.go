@@ -112,9 +112,9 @@ import (
 // (hunyuan.go).
 //
 // Parameters are exact; some memory details are not modelled yet (none
-// holds parameters): gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU but
-// by the grouped_mm experts (nn.MoE.ClampedGLU), and Phi-3.5-MoE's
-// sparsemixer routing as a softmax router.
+// holds parameters): Phi-3.5-MoE's sparsemixer routing is lowered as a
+// softmax router. gpt-oss's clamped GLU (swiglu_limit) is lowered by
+// every experts implementation (nn.MoE.ClampedGLU).
 func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	f := decoderFamilyOf(c.modelType)
 	hidden := c.size("hidden_size")
@@ -552,7 +552,10 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
 		// logits then a softmax over the k) and GptOssExperts: gate_up_proj
 		// [experts, hidden, 2 * intermediate] and down_proj with biases,
-		// 3-D parameters looped over per expert in training.
+		// 3-D parameters looped over per expert in training (4.57.1) or
+		// by experts="eager" (5.x), or run by grouped_mm; every one
+		// through the clamped GLU of GptOssExperts._apply_gate (4.57.1's
+		// loop computes it inline), TestGptOssEagerExpertsAsTransformers.
 		inter := c.size("intermediate_size")
 		experts := c.size("num_local_experts")
 		all()

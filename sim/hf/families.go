@@ -234,7 +234,8 @@ var textFamilies = []hfFamily{
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	// gpt-oss has no SDPA path (GptOssPreTrainedModel._supports_sdpa False,
 	// 4.57.6 l.399, 5.25.0 l.378): attn="sdpa" runs eager, sinks and all.
-	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, noSDPA: true, experts: &hfExperts{}},
+	// 4.55.0 is the first wheel with models/gpt_oss (4.54.0 has none).
+	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, noSDPA: true, since: [2]int{4, 55}, experts: &hfExperts{}},
 	// gptj: GPT-J-6B; 5.24.0 is the first wheel whose GPTJAttention runs
 	// eager_attention_forward and the attention interface (SDPA) and whose
 	// model makes sin and cos once a forward (GPTJRotaryEmbedding; 4.53.0

@@ -90,7 +90,7 @@ func buildMiniMaxM3Text(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	moe := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: c.sizeOr("num_local_experts", 128), TopK: c.sizeOr("num_experts_per_tok", 4),
 		Act: "swiglu", Router: nn.RouterSigmoid, NormTopK: true, ScoreBias: true, ScoreBiasName: "e_score_correction_bias", SigmoidLogitsFP32: true,
-		ClampedGLU: true, ClampedLoop: true, SharedExperts: 1, SharedHidden: c.sizeOr("shared_intermediate_size", 3072), SharedFirst: true, RoutedScale: true}
+		ClampedGLU: true, SharedExperts: 1, SharedHidden: c.sizeOr("shared_intermediate_size", 3072), SharedFirst: true, RoutedScale: true}
 	c.checkLayer(moe, moeKeys("num_local_experts", "num_experts_per_tok"))
 	dense := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: c.sizeOr("dense_intermediate_size", 12288), Act: "swiglu", FusedName: "gate_up_proj", ClampedGLU: true}
 	c.checkLayer(dense, nil)

@@ -85,17 +85,13 @@ type MoE struct {
 	ExpertBias bool    // the expert projections have biases (gpt-oss)
 	// ClampedGLU is gpt-oss's gate (GptOssExperts._apply_gate): gate and
 	// up clamped, glu = gate * sigmoid(gate * alpha), (up + 1) * glu; it
-	// keeps three more [rows, hidden] tensors than SwiGLU. The grouped_mm
-	// experts lower it (lowerGroupedMM); the loops and the grouped GEMM
-	// lower SwiGLU unless ClampedLoop (gatedAct); MiniMax M3's shared
-	// experts lower it too (lowerShared: one gate_up_proj, mlp_clamped.go).
+	// keeps three more [rows, hidden] tensors than SwiGLU. Every experts
+	// implementation lowers it: the grouped_mm experts (lowerGroupedMM),
+	// the loops and the grouped GEMM (gatedAct; transformers 4.57.1's and
+	// 5.25.0's GptOssExperts loop and MiniMax M3's, measured under
+	// experts="eager"); MiniMax M3's shared experts too (lowerShared: one
+	// gate_up_proj, mlp_clamped.go).
 	ClampedGLU bool
-	// ClampedLoop: the loops and the grouped GEMM lower ClampedGLU as well
-	// (MiniMax M3's experts, measured under experts="eager"). gpt-oss's
-	// leave it unset: their loop is still lowered as SwiGLU, as the
-	// stdlib zoo's gpt_oss() lowers it (run_stdlib_llm.txtar compares
-	// the two).
-	ClampedLoop bool
 	// PostNorm names an RMSNorm (Llama's) over the block's output, routed
 	// plus shared experts, inside the block's module: A.X-K1's
 	// mlp.post_mlp_layernorm (AXK1MoE.forward, models/axk1/modeling_axk1.py

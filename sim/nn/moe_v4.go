@@ -93,14 +93,15 @@ func (m *MoE) sharedLimit() float64 {
 // clampedSwiGLU under SwiGLULimit (every experts implementation lowers
 // DeepSeek-V4's clamp: the loop, the grouped and dispatched GEMMs, the
 // dense bmm; moe_hf.go's grouped_mm calls clampedSwiGLU with its strided
-// halves), or gpt-oss's clampedGLU under ClampedGLU with ClampedLoop
-// (MiniMax M3's experts' loop: three more [rows, hidden] tensors kept,
-// measured in TestMiniMaxM3EagerExpertsAsTransformers).
+// halves), or gpt-oss's clampedGLU under ClampedGLU (gpt-oss's and
+// MiniMax M3's experts' loop: three more [rows, hidden] tensors kept,
+// measured in TestGptOssEagerExpertsAsTransformers and
+// TestMiniMaxM3EagerExpertsAsTransformers).
 func (m *MoE) gatedAct(b *core.Builder, fn string, gate, up core.Value) core.Value {
 	if m.SwiGLULimit > 0 {
 		return clampedSwiGLU(b, gate, up, false, m.LimitAfterAct)
 	}
-	if m.ClampedGLU && m.ClampedLoop {
+	if m.ClampedGLU {
 		return clampedGLU(b, gate, up)
 	}
 	return b.Mul("act_mul", Activation(b, fn, gate), up)
