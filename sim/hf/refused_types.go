@@ -35,7 +35,25 @@ var refusedTypes = map[string]refusedType{
 	"qwen4_exp":      {qwen4ExpRefusal, buildingBlocksHint},
 	"qwen4_exp_text": {qwen4ExpRefusal, buildingBlocksHint},
 	"zaya":           {zayaRefusal, buildingBlocksHint},
+	"zamba":          {zambaRefusal, zambaHint},
 }
+
+// zambaRefusal is why Zyphra's Zamba v1 (Zamba-7B-v1, ZambaForCausalLM,
+// models/zamba/modeling_zamba.py at transformers 5.25.0) is not read,
+// though its hybrid layers are Zamba2's (zamba2.go) with one shared
+// block, no adapters and separate gate, up and down projections: its
+// mixer, ZambaMambaMixer, splits in_proj's output into n_mamba_heads
+// heads, each with its own slice of the 3-D x_proj_weight,
+// dt_proj_weight, dt_proj_bias, A_log and D, and runs one Mamba-1 scan a
+// head: mamba_ssm's selective_scan_fn after causal_conv1d_fn where those
+// packages load (use_kernel_func_from_hub_with_fallback), else
+// transformers' PyTorch loop over the tokens (mamba_selective_scan) for
+// each head. memsh's Mamba-1 mixers (nn.Mamba) run one head of 2-D
+// weights, through mamba_inner_fn, Jamba's kernels or MambaMixer's loop.
+const zambaRefusal = "Zamba v1's mixer (ZambaMambaMixer: n_mamba_heads Mamba-1 scans, one a head, over per-head slices of the 3-D x_proj_weight and dt_proj_weight, through mamba_ssm's selective_scan_fn or transformers' PyTorch loop over the tokens) is not modelled"
+
+// zambaHint points to what memsh does read.
+const zambaHint = `Zamba2 (model_type "zamba2") is read; for Zamba v1 describe the model with the building blocks (mamba, attention, mlp, repeat, model) for an estimate`
 
 // zayaRefusal is why Zyphra's ZAYA1 (ZayaForCausalLM,
 // models/zaya/modular_zaya.py at transformers 5.25.0; in the 5.20.0
