@@ -231,6 +231,13 @@ var textFamilies = []hfFamily{
 	// the interface). gpt_bigcode.go.
 	{modelType: "gpt_bigcode", prefix: "GPTBigCode", base: "transformer", heads: decoderHeads, build: buildGPTBigCode, since: [2]int{4, 54},
 		sinceWhy: "4.53 and earlier run GPTBigCodeAttention's own _attn (baddbmm, a masked fp32 softmax by torch.where) and GPTBigCodeSdpaAttention, which memsh does not model"},
+	// gpt_neo: GPTNeoPreTrainedModel has no SDPA path (gpt_neo.go). 5.0.0
+	// is the first wheel whose GPTNeoForCausalLM hands its logits to
+	// loss_function as they are (4.57.1 and older: lm_logits.to(fp32),
+	// then cast back); 4.27.0 the first whose mask buffer is bool (4.26.0's
+	// is uint8); 4.10.0 still has _look_back, 4.11.0 not.
+	{modelType: "gpt_neo", prefix: "GPTNeo", base: "transformer", heads: decoderHeads, build: buildGPTNeo, noSDPA: true, since: [2]int{5, 0},
+		sinceWhy: "4.x's GPTNeoForCausalLM upcasts the logits to fp32 for its loss and casts them back (4.27 to 4.57), casts each layer's uint8 mask buffer to a new bool tensor every forward (4.11 to 4.26) or runs local layers by blocks (4.5 to 4.10), which memsh does not model"},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	// gpt-oss has no SDPA path (GptOssPreTrainedModel._supports_sdpa False,
 	// 4.57.6 l.399, 5.25.0 l.378): attn="sdpa" runs eager, sinks and all.

@@ -303,6 +303,16 @@ type Attention struct {
 	// are what the product saves, the scores, the mask's sum and the
 	// softmax are fp32, and the probabilities are cast to v's dtype.
 	QKFP32 bool
+	// MaskBuffer: GPT-Neo's attention (GPTNeoSelfAttention,
+	// models/gpt_neo/modeling_gpt_neo.py at transformers 5.25.0; its
+	// flash class inherits it): every layer holds its own bool causal
+	// mask, the non-persistent buffer bias of [1, 1, MaskBuffer,
+	// MaskBuffer] (max_position_embeddings; banded for local layers),
+	// under every attn. Its eager _attn does not scale the scores and
+	// keeps them by torch.where over a slice of that buffer (which where
+	// saves: a view, no new storage) before adding the model's float
+	// mask (gpt_neo_attention.go).
+	MaskBuffer int64
 	// QKVShards and RopeToV are CodeGen's (attention_codegen.go):
 	// FusedQKV's output as QKVShards model-parallel shards, each q's, v's
 	// and k's part of it, and q and k cast to v's dtype after a rotary
@@ -344,6 +354,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(a)
 	defer b.Scope(name)()
+	if a.MaskBuffer > 0 {
+		a.maskBuffer(b)
+	}
 	closeSelf := b.Scope(a.SelfName)
 	la := a.perRank(b.Par.Tpn()) // this rank's heads
 	d, h, kv := la.Hd(), la.Heads, la.Kv()

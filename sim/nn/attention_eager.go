@@ -146,15 +146,18 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	}
 	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
 	b.Op(i).Flops = full
-	// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
-	// saves nothing (Runtime.ScalarOperandSaved).
-	j := b.AddOp("div", "scale", []core.Value{scores})
-	scaled := b.Out(j, "scaled", scoreShape, sdt, "scaled attention scores")
-	b.Op(j).Bytes += float64(b.Val(scores).Bytes) // a pointwise kernel reads what it writes
-	if b.Rt.ScalarOperandSaved {
-		scalar := b.Out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
-		b.Val(scalar).Grad = false
-		b.Save(j, scalar)
+	scaled := scores // GPT-Neo's _attn does not scale (MaskBuffer)
+	if a.MaskBuffer == 0 {
+		// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
+		// saves nothing (Runtime.ScalarOperandSaved).
+		j := b.AddOp("div", "scale", []core.Value{scores})
+		scaled = b.Out(j, "scaled", scoreShape, sdt, "scaled attention scores")
+		b.Op(j).Bytes += float64(b.Val(scores).Bytes) // a pointwise kernel reads what it writes
+		if b.Rt.ScalarOperandSaved {
+			scalar := b.Out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
+			b.Val(scalar).Grad = false
+			b.Save(j, scalar)
+		}
 	}
 	if a.Softcap > 0 && a.Impl == "eager" {
 		scaled = b.Softcap("softcap", scaled)

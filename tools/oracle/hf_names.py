@@ -89,6 +89,7 @@ CASES = [
     ("gpt-oss-20b.json", "", ("GptOssForCausalLM",)),
     ("gpt_bigcode-tiny.json", "", ("GPTBigCodeForCausalLM",)),
     ("gpt_bigcode-tiny-mha.json", "", ("GPTBigCodeForCausalLM",)),
+    ("gpt_neo-tiny.json", "", ("GPTNeoForCausalLM",)),
     ("gptj-tiny.json", "", ("GPTJForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
     ("granite_swa-tiny.json", "", ("GraniteSWAForCausalLM",)),
