@@ -52,7 +52,7 @@ type BlockTemplates struct {
 	// conf and policy are a lookup's (template), sides the builder as
 	// each block being lowered began (a block may lower another inside
 	// it) and now as it ended (sameAs): held here, not on the stack,
-	// because reflect.DeepEqual takes their addresses.
+	// because reflect.DeepEqual takes their addresses (or their fields').
 	conf   lowerConf
 	policy Checkpoint
 	sides  []sides
@@ -101,13 +101,30 @@ const maxBlockTemplates = 8
 // configureLowering and configureFinetune set before the model's
 // layers lower, which no layer changes for good, and none of the
 // lowering's progress (the program, the module path, the open region
-// and graph, the block index, the maps and lists it fills).
+// and graph, the block index, the maps and lists it fills). Its fields
+// that hold no pointer, slice or map are in flat, whose == is
+// reflect.DeepEqual's verdict (same): template compares them as one
+// block of memory, where reflect.DeepEqual of the whole configuration
+// read its ~200 fields one reflected value at a time (4 % of
+// BenchmarkSearchLlama70B1024's time in session 42's profile).
 type lowerConf struct {
+	flat      lowerFlat
+	ckpt      Checkpoint
+	lora      *LoRA
+	pref      *Preference
+	ft        Finetune // the builder's, when it has one (flat.hasFt)
+	cross     *CrossStates
+	deepstack *DeepstackStates
+}
+
+// lowerFlat is the part of lowerConf without pointers, slices, maps,
+// interfaces or funcs, at any depth (TestLowerFlatHoldsNoReference): two
+// values are == exactly when reflect.DeepEqual says they are equal
+// (it compares such fields with ==, field by field).
+type lowerFlat struct {
 	batch, seq         int64
 	prec               Precision
 	rt                 Runtime
-	ckpt               Checkpoint
-	lora               *LoRA
 	f8                 Float8
 	qat                QAT
 	quant              int
@@ -117,32 +134,67 @@ type lowerConf struct {
 	sequential, spread bool
 	rollout            int64
 	inputGrad          bool
-	pref               *Preference
 	refCopy, reuse     bool
 	reuseStrip         string
 	noGradTrain        int
 	tiedHead           int32
 	everyBlock         bool
 	par                parLowering
-	ft                 Finetune // the builder's, when it has one (hasFt)
 	hasFt              bool
 	images             Images
 	videos             Videos
-	cross              *CrossStates
-	deepstack          *DeepstackStates
 }
 
 // conf is b's lowerConf.
 func (b *Builder) conf() lowerConf {
-	c := lowerConf{batch: b.Batch, seq: b.Seq, prec: b.Prec, rt: b.Rt, ckpt: b.Ckpt, lora: b.Lora, f8: b.f8, qat: b.qat,
+	c := lowerConf{flat: lowerFlat{batch: b.Batch, seq: b.Seq, prec: b.Prec, rt: b.Rt, f8: b.f8, qat: b.qat,
 		quant: int(b.quant), eval: b.Eval, compile: b.compile, members: b.members, sequential: b.sequential, spread: b.spread,
-		rollout: b.rollout, inputGrad: b.inputGrad, pref: b.pref, refCopy: b.refCopy, reuse: b.reuse, reuseStrip: b.reuseStrip,
-		noGradTrain: b.noGradTrain, tiedHead: b.tiedHead, everyBlock: b.everyBlock, par: b.Par, images: b.Images, videos: b.Videos,
-		cross: b.Cross, deepstack: b.Deepstack}
+		rollout: b.rollout, inputGrad: b.inputGrad, refCopy: b.refCopy, reuse: b.reuse, reuseStrip: b.reuseStrip,
+		noGradTrain: b.noGradTrain, tiedHead: b.tiedHead, everyBlock: b.everyBlock, par: b.Par, images: b.Images, videos: b.Videos},
+		ckpt: b.Ckpt, lora: b.Lora, pref: b.pref, cross: b.Cross, deepstack: b.Deepstack}
 	if b.Ft != nil {
-		c.ft, c.hasFt = *b.Ft, true
+		c.ft, c.flat.hasFt = *b.Ft, true
 	}
 	return c
+}
+
+// same says whether c and d, made by conf, are equal as
+// reflect.DeepEqual(c, d) says: flat by ==, the rest field by field by
+// reflect.DeepEqual (a struct is deeply equal when each of its fields
+// is; equal pointers point to equal values). Where neither has a
+// Finetune (flat.hasFt, equal in both once flat is) conf left both fts
+// zero, equal.
+func (c *lowerConf) same(d *lowerConf) bool {
+	return c.flat == d.flat && sameCheckpoint(&c.ckpt, &d.ckpt) &&
+		(c.lora == d.lora || reflect.DeepEqual(c.lora, d.lora)) &&
+		(c.pref == d.pref || reflect.DeepEqual(c.pref, d.pref)) &&
+		(!c.flat.hasFt || reflect.DeepEqual(&c.ft, &d.ft)) &&
+		(c.cross == d.cross || reflect.DeepEqual(c.cross, d.cross)) &&
+		(c.deepstack == d.deepstack || reflect.DeepEqual(c.deepstack, d.deepstack))
+}
+
+// sameCheckpoint says whether a and b are equal as reflect.DeepEqual
+// says: each field by ==, a slice (nil, or not) by its elements
+// (TestSameCheckpointAsDeepEqual changes each field in turn).
+func sameCheckpoint(a, b *Checkpoint) bool {
+	if a.Mode != b.Mode || a.Every != b.Every || a.Selective != b.Selective || a.Reentrant != b.Reentrant ||
+		a.NoEarlyStop != b.NoEarlyStop || a.InputGrad != b.InputGrad || a.Budget != b.Budget ||
+		!sameStrings(a.Modules, b.Modules) || !sameStrings(a.Save, b.Save) ||
+		(a.Blocks == nil) != (b.Blocks == nil) || len(a.Blocks) != len(b.Blocks) {
+		return false
+	}
+	for i := range a.Blocks {
+		if !sameCheckpoint(&a.Blocks[i], &b.Blocks[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameStrings is reflect.DeepEqual of two string slices: both nil or
+// neither, and the same strings.
+func sameStrings(a, b []string) bool {
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }
 
 // sides are the builder and the program header as a block's lowering
@@ -207,7 +259,7 @@ func (b *Builder) template(l Layer, x Value, positionIDs bool) *blockTemplate {
 		if !known {
 			*conf, *policy, known = b.conf(), b.Ckpt.BlockPolicy(b.block), true // as enterBlock sets it
 		}
-		if policy.block(b.block) != t.checkpoint || !reflect.DeepEqual(policy, &t.policy) || !reflect.DeepEqual(conf, &t.conf) {
+		if policy.block(b.block) != t.checkpoint || !sameCheckpoint(policy, &t.policy) || !conf.same(&t.conf) {
 			continue
 		}
 		return t
