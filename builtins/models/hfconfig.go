@@ -184,6 +184,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"internlm3 (InternLM3-8B-Instruct, transformers 5.23) is LlamaForCausalLM, as transformers builds it, with config.json's qkv_bias and bias read as attention_bias and mlp_bias (which must agree) and InternLM3Config's defaults, 2 kv heads and head_dim 128. " +
 			"iquestcoder (IQuest-Coder-V1, transformers 5.23) is LlamaForCausalLM, as transformers builds it, with IQuestCoderConfig's defaults, 8 kv heads and head_dim 128; clip_qkv and use_sliding_window are refused. " +
 			"nemotron (Minitron-4B and -8B, Nemotron-Mini-4B, transformers 4.44) is Llama with attention_bias and mlp_bias, an up_proj, relu2, down_proj MLP, LayerNorm1P norms (weight + 1.0, saved) and the first partial_rotary_factor (0.5) of each head rotated. " +
+			"xglm (XGLM 564M to 7.5B, transformers 4.49) scales its embeddings by sqrt(d_model), adds a sinusoidal table (a buffer) and runs pre-norm layers with XGLM's own eager attention (no SDPA nor flash path: attn=\"sdpa\" runs eager, \"flash\" is refused): q scaled before the product, the masked scores floored by torch.max, which keeps them; activation_dropout, layerdrop and add_cross_attention are refused. " +
 			"gpt_neo (GPT-Neo 125M to 2.7B, transformers 5.0) is GPT-2's layer with q_proj, k_proj, v_proj and out_proj under attn.attention and GPT-Neo's own eager attention (no SDPA path: attn=\"sdpa\" runs eager): q and k in fp32, unscaled scores kept by torch.where over each layer's bool mask buffer of max_position_embeddings a side (attention_types' global and local layers alike: flash runs without the window). " +
 			"gpt_bigcode (StarCoder, StarCoderBase, SantaCoder, transformers 4.54) is GPT-2's layer with nn.Linear projections and one fused c_attn, multi_query's single k and v head repeated by eager attention and read as it is by SDPA; add_cross_attention is refused. " +
 			"gptj (GPT-J-6B, transformers 5.24) runs attention and a gelu_new MLP side by side on one LayerNorm, a rope on adjacent pairs of each head's first rotary_dim dims, q and k cast to fp32 by eager attention; lm_head has a bias; rotary_dim null is refused. " +
@@ -299,6 +300,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"exaone_moe 5.1, " +
 			"minicpm3 5.13, " +
 			"jais2 5.0, " +
+			"xglm 4.49, " +
 			"youtu 5.1, " +
 			"minicpm5_moe 5.25, " +
 			"dbrx 5.15, " +

@@ -228,7 +228,9 @@ var configClasses = map[string]*configClass{
 	"glm4v_text":   {name: "Glm4vTextConfig", defaults: map[string]any{"num_key_value_heads": num("2")}},
 	"granite_swa":  {name: "GraniteSWAConfig", defaults: map[string]any{"num_key_value_heads": num("4")}},
 	// GPTNeoConfig's attribute_map; its defaults are buildGPTNeo's
-	"gpt_neo":           {name: "GPTNeoConfig", aliases: [][2]string{{"num_attention_heads", "num_heads"}, {"num_hidden_layers", "num_layers"}}},
+	"gpt_neo": {name: "GPTNeoConfig", aliases: [][2]string{{"num_attention_heads", "num_heads"}, {"num_hidden_layers", "num_layers"}}},
+	// XGLMConfig's attribute_map; its defaults are buildXGLM's
+	"xglm":              {name: "XGLMConfig", aliases: [][2]string{{"num_attention_heads", "attention_heads"}, {"hidden_size", "d_model"}, {"num_hidden_layers", "num_layers"}}},
 	"gpt_oss":           {name: "GptOssConfig", defaults: map[string]any{"num_key_value_heads": num("8"), "head_dim": num("64")}},
 	"helium":            {name: "HeliumConfig", defaults: map[string]any{"num_key_value_heads": num("20")}},
 	"hrm_text":          {name: "HrmTextConfig", defaults: map[string]any{"head_dim": num("128")}},

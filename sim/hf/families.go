@@ -588,6 +588,12 @@ var textFamilies = []hfFamily{
 	// XLM-RoBERTa"); like BERT, a flash-attention 2 path from 5.0 (4.57.1's
 	// RobertaPreTrainedModel has _supports_sdpa only).
 	{modelType: "roberta", prefix: "Roberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{1, 1}},
+	// xglm: XGLMPreTrainedModel supports neither SDPA nor flash (xglm.go).
+	// 4.49.0 is the first wheel whose XGLMForCausalLM calls loss_function
+	// (4.48.0 builds a shifted labels copy and runs CrossEntropyLoss);
+	// models/xglm is in every wheel read from 4.31.0.
+	{modelType: "xglm", prefix: "XGLM", base: "model", heads: decoderHeads, build: buildXGLM, noSDPA: true, noFlash: true, since: [2]int{4, 49},
+		sinceWhy: "4.48 and earlier compute XGLMForCausalLM's own loss over a shifted copy of the labels (labels.new_zeros, then CrossEntropyLoss), which memsh does not model"},
 	{modelType: "xlm-roberta", prefix: "XLMRoberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{2, 3}},
 	// modernbert: transformers 4.48.0 first built it (ModernBERT-base's
 	// config.json was written by 4.47.0.dev0; its card asks for 4.48.0),

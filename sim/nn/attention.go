@@ -313,6 +313,14 @@ type Attention struct {
 	// saves: a view, no new storage) before adding the model's float
 	// mask (gpt_neo_attention.go).
 	MaskBuffer int64
+	// XGLMEager: XGLM's own eager attention (XGLMAttention.forward,
+	// models/xglm/modeling_xglm.py at transformers 5.25.0): q_proj's output
+	// times the scaling (a new tensor; the scores are not scaled after),
+	// the scores plus the model's float mask floored by torch.max against
+	// a 0-dim finfo.min, which saves both (the masked scores and the 0-dim
+	// tensor), the softmax in the scores' dtype but for fp16 (fp32, cast
+	// back) (xglm_attention.go).
+	XGLMEager bool
 	// QKVShards and RopeToV are CodeGen's (attention_codegen.go):
 	// FusedQKV's output as QKVShards model-parallel shards, each q's, v's
 	// and k's part of it, and q and k cast to v's dtype after a rotary

@@ -115,6 +115,9 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		return b.Out(i, name, shape, b.Dtype(x), why)
 	}
 	sdt := dt // the scores' dtype
+	if a.XGLMEager {
+		q = xglmScaleQ(b, q)
+	}
 	if a.QKFP32 && dt != units.FP32 {
 		// query.to(torch.float32), key.to(torch.float32): dense copies
 		// keep their operand's strides (preserve_format); k's stride-0
@@ -146,8 +149,8 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	}
 	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
 	b.Op(i).Flops = full
-	scaled := scores // GPT-Neo's _attn does not scale (MaskBuffer)
-	if a.MaskBuffer == 0 {
+	scaled := scores // GPT-Neo's _attn does not scale (MaskBuffer), XGLM's scales q
+	if a.MaskBuffer == 0 && !a.XGLMEager {
 		// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
 		// saves nothing (Runtime.ScalarOperandSaved).
 		j := b.AddOp("div", "scale", []core.Value{scores})
@@ -178,6 +181,9 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		}
 		scaled = b.Out(m, "masked", scoreShape, sdt, "masked attention scores")
 	}
+	if a.XGLMEager {
+		scaled = xglmFloor(b, scaled, scoreShape)
+	}
 	if a.MaskAdd {
 		m := b.AddOp("add", "attention_mask", []core.Value{scaled})
 		b.Op(m).Bytes = float64(b.Val(scaled).Bytes + b.Prec.Params.Bytes(batch*seq))
@@ -185,7 +191,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		b.Op(m).Flops = float64(core.Numel(scoreShape))
 	}
 	smDT := b.Dtype(scaled)
-	if a.SoftmaxFP32 || (b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32) {
+	if a.SoftmaxFP32 || (b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32) || (a.XGLMEager && smDT == units.FP16) {
 		smDT = units.FP32
 	}
 	probShape := scoreShape

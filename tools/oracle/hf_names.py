@@ -91,6 +91,7 @@ CASES = [
     ("gpt_bigcode-tiny-mha.json", "", ("GPTBigCodeForCausalLM",)),
     ("gpt_neo-tiny.json", "", ("GPTNeoForCausalLM",)),
     ("gptj-tiny.json", "", ("GPTJForCausalLM",)),
+    ("xglm-tiny.json", "", ("XGLMForCausalLM",)),
     ("granite-tiny.json", "", ("GraniteForCausalLM",)),
     ("granite_swa-tiny.json", "", ("GraniteSWAForCausalLM",)),
     ("granitemoe_swa-tiny.json", "", ("GraniteMoeSWAForCausalLM",)),
