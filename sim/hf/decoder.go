@@ -512,6 +512,9 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 	case "olmoe":
 		all()
 		return c.olmoeMoE(hidden, act)
+	case "aria":
+		all()
+		return c.ariaMoE(hidden, act)
 	case "ernie4_5_moe":
 		// Ernie4_5_MoeSparseMoeBlock in the layers from
 		// moe_layer_start_index to moe_layer_end_index (-1: the last)

@@ -28,6 +28,15 @@ var textFamilies = []hfFamily{
 	// the 5.24.0 wheel is the first with models/apertus1p5 (absent from
 	// 5.23.0; unzip -l), its modeling_apertus1p5.py 5.25.0's (diff read).
 	{modelType: "apertus1p5_text", prefix: "Apertus1p5Text", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 24}},
+	// aria_text: Rhymes' Aria's text model (aria.go). The 4.48.0 wheel is
+	// the first with models/aria, but up to 5.17.0 its experts are
+	// AriaGroupedExpertsGemm (fc1, fc2, its own grouped GEMM; 4.x a
+	// sequential one) and its router an nn.Linear; 5.18.0 is the first
+	// with AriaTextTopKRouter and AriaExperts over grouped_mm, as 5.25.0
+	// (unzip -p of each wheel's modeling_aria.py).
+	{modelType: "aria_text", prefix: "AriaText", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 18},
+		sinceWhy: "up to 5.17 Aria's experts are AriaGroupedExpertsGemm (fc1, fc2) under an nn.Linear router, which memsh does not model",
+		experts:  &hfExperts{}},
 	// arcee: Arcee's AFM-4.5B; the 4.53.0 wheel is the first with
 	// models/arcee (absent from 4.52.4). decoder.go.
 	{modelType: "arcee", prefix: "Arcee", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},

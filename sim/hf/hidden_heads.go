@@ -7,6 +7,7 @@ package hf
 // transformers 5.25.0). buildDecoder refuses such a config as they do.
 var hiddenHeadsClasses = map[string]string{
 	"llama":       "LlamaConfig",
+	"aria_text":   "AriaTextConfig",
 	"jais2":       "Jais2Config",
 	"hyperclovax": "HyperCLOVAXConfig",
 	"cwm":         "CwmConfig",

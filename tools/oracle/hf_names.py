@@ -50,6 +50,7 @@ CASES = [
     ("apertus-tiny.json", "", ("ApertusForCausalLM",)),
     ("apertus1p5-text-tiny.json", "", ("Apertus1p5TextForCausalLM",)),
     ("arcee-tiny.json", "", ("ArceeForCausalLM",)),
+    ("aria-text-tiny.json", "", ("AriaTextForCausalLM",)),
     ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
     ("bamba-tiny.json", "", ("BambaForCausalLM",)),
     ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
