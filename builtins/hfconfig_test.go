@@ -78,7 +78,7 @@ func TestHFConfigErrors(t *testing.T) {
 	runHFCases(t, []evalCase{
 		{expr: `hf_config()`, err: "missing argument for path"},
 		{expr: `hf_config("missing.json")`, err: "cannot read missing.json: no such file"},
-		{expr: `hf_config("t5.json")`, err: `unsupported model_type "t5" (supported: afmoe, apertus, apertus1p5_text, arcee, aria_text, axk1, axk2, bailing_hybrid, bamba, bert, bloom, codegen, cohere, cohere2, cohere2_moe, cohere_compass_text, cwm, dbrx, deberta-v2, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, diffllama, dots1, dots3_note_text, ernie4_5, ernie4_5_moe, exaone, exaone4, exaone_moe, falcon`},
+		{expr: `hf_config("t5.json")`, err: `unsupported model_type "t5" (supported: afmoe, apertus, apertus1p5_text, arcee, aria_text, axk1, axk2, bailing_hybrid, bamba, bert, bitnet, bloom, codegen, cohere, cohere2, cohere2_moe, cohere_compass_text, cwm, dbrx, deberta-v2, deepseek_v2, deepseek_v3, deepseek_v32, deepseek_v4, diffllama, dots1, dots3_note_text, ernie4_5, ernie4_5_moe, exaone, exaone4, exaone_moe, falcon`},
 		{expr: `hf_config("broken.json")`, err: "malformed broken.json at line 3, column 1: invalid character '}' looking for beginning of object key string"},
 		{expr: `hf_config("tiny.json", pad_labels="no")`, err: "pad_labels must be True, False or None (got string)"},
 		{expr: `hf_config("tiny.json", position_ids=1)`, err: "position_ids must be True, False or None (got int)"},

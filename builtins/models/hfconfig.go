@@ -134,7 +134,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"k_proj's whole outputs with Llama's RMSNorm (tp refused) and routes every layer's tokens to num_experts experts of " +
 			"intermediate_size (top num_experts_per_tok, no shared expert; clip_qkv must be null). aria_text (Aria's language model) routes " +
 			"every layer's tokens to moe_num_experts SiLU-gated experts (the top moe_topk logits, softmaxed over those k) beside one shared MLP " +
-			"moe_num_shared_experts x intermediate_size wide (hidden_act must be silu). olmo3 (OLMo 3 7B and 32B, transformers 4.57) is olmo2 whose " +
+			"moe_num_shared_experts x intermediate_size wide (hidden_act must be silu). bitnet (BitNet b1.58 as its bf16 model) is Llama with " +
+			"attn_sub_norm before o_proj and a gated MLP (hidden_act relu2 by default) with ffn_sub_norm before down_proj (tp refused); a bitnet " +
+			"quantization_config is refused: bitlinear and offline autobitlinear are inference only, online autobitlinear (its QAT) is not modelled. olmo3 (OLMo 3 7B and 32B, transformers 4.57) is olmo2 whose " +
 			"layer_types sliding_attention layers (by default three in four) slide over the last sliding_window keys (4096), " +
 			"with a rotary cos and sin pair for each layer type. smollm3 (SmolLM3-3B, transformers 4.53) is Llama with no rotary " +
 			"embedding in the layers no_rope_layers marks 0 (by default every no_rope_layer_interval-th, 4), sliding only with use_sliding_window. glm4 (GLM-4-0414, GLM-Z1) norms each sublayer's input and output " +
@@ -308,6 +310,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"dbrx 5.15, " +
 			"falcon_mamba 5.25, " +
 			"bamba 4.48, " +
+			"bitnet 4.52, " +
 			"apertus 4.56, " +
 			"apertus1p5_text 5.24, " +
 			"aria_text 5.18, " +

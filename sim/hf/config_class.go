@@ -267,6 +267,8 @@ var configClasses = map[string]*configClass{
 	// MiniMax M3's text model (minimax_m3.go); its other defaults are the reader's.
 	"minimax_m3_vl_text": {name: "MiniMaxM3VLTextConfig", aliases: [][2]string{{"num_experts", "num_local_experts"}}, rotary: true, defaults: map[string]any{"num_key_value_heads": num("4"), "head_dim": num("128")}},
 
+	// BitNet b1.58 (bitnet.go): BitNetConfig's num_key_value_heads is 5.
+	"bitnet": {name: "BitNetConfig", defaults: map[string]any{"num_key_value_heads": num("5")}},
 	// Gemma 4 unified's text model (gemma4_unified.go).
 	"gemma4_unified_text": {name: "Gemma4UnifiedTextConfig", defaults: map[string]any{"num_key_value_heads": num("4")}},
 }

@@ -197,7 +197,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if f.actDef != "" {
 		actDef = f.actDef
 	}
-	act := c.mlpAct(actKey, actDef, !f.starcoder2 && !f.upDown && !f.nanochat)
+	act := c.mlpAct(actKey, actDef, !f.starcoder2 && !f.upDown && !f.nanochat && !f.bitnet)
 
 	var pa, po, pe float64
 	if !f.ernie && !f.seedOSS { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
@@ -234,7 +234,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	at.QKNormAfterRope = f.qkNormAfterRope
 	at.ProbsDropoutOnly = probsOnly
 	at.QKNormWide, at.QKNormWideLlama = f.qkNormWide, f.qkNormWide
-	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
+	at.EagerMask = true   // masking_utils' one mask a forward (per layer type)
+	at.SubNorm = f.bitnet // BitNetAttention's attn_sub_norm
+	if f.bitnet {
+		c.bitnetChecks(hidden, heads, hd)
+	}
 	at.QPosScale = c.modelType == "ministral3"
 	at.QKL2Norm, at.QKL2Split = f.nanochat, f.nanochat // NanoChatAttention: rope, then q_norm and k_norm
 	at.Differential = f.diffllama
@@ -327,6 +331,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	dense := func() core.Layer {
 		if inter == 0 {
 			inter = c.size("intermediate_size")
+		}
+		if f.bitnet {
+			return &nn.BitNetMLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
 		}
 		m := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
 		if f.starcoder2 {

@@ -4,7 +4,7 @@ package hf
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, aria_text (aria.go), smollm3, ernie4_5,
+// vaultgemma, phimoe, gpt_oss, granite, granite_swa and granitemoe_swa (granite_swa.go), granitemoe, granitemoeshared, olmoe, aria_text (aria.go), bitnet (bitnet.go), smollm3, ernie4_5,
 // ernie4_5_moe, seed_oss, starcoder2, cwm, mellum, hunyuan_v1_dense, hunyuan_v1_moe
 // (hunyuan.go), minimax_m2 (minimax.go), arcee, apertus, apertus1p5_text, nanochat (nanochat.go), helium, diffllama, hyperclovax, olmo, nemotron and jais2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py), the
@@ -70,6 +70,10 @@ type decoderFamily struct {
 	// norm1P: Nemotron's NemotronLayerNorm1P, a LayerNorm with a bias
 	// weighted by weight + 1.0 (nn.Norm.OnePlus)
 	norm1P bool
+	// bitnet: BitNet's attn_sub_norm before o_proj and its MLP with
+	// ffn_sub_norm (nn.BitNetMLP), its quantization_config refused
+	// (bitnet.go)
+	bitnet bool
 	// helium: Helium's attention_bias on q, k and v (o_proj never),
 	// mlp_bias, its RMSNorm weighting the fp32 rows before the cast back
 	// (Olmo2Norm's) and its rope on adjacent pairs, the cos and sin
@@ -161,6 +165,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, mup: true, periNorm: true, actKey: "hidden_act"}
 	case "olmoe":
 		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
+	case "bitnet": // LlamaAttention's attention_bias; GemmaMLP's unbiased gated MLP (bitnet.go)
+		return decoderFamily{attnBias: true, actDef: "relu2", bitnet: true, actKey: "hidden_act"}
 	case "aria_text": // LlamaAttention's attention_bias; mlp_bias reaches the shared experts alone (aria.go)
 		return decoderFamily{attnBias: true, moe: "aria", actKey: "hidden_act"}
 	case "smollm3":

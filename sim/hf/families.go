@@ -69,6 +69,11 @@ var textFamilies = []hfFamily{
 		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// bamba: IBM's Bamba-9B (bamba.go); memsh follows 5.25.0's modelling.
 	{modelType: "bamba", prefix: "Bamba", base: "model", heads: decoderHeads, build: buildBamba, since: [2]int{4, 48}},
+	// bitnet: Microsoft's BitNet b1.58 (bitnet.go); 4.51.3 has no
+	// models/bitnet, 4.52.4 has (unzip -l). Its quantization_config is
+	// refused: inference-only packed or frozen weights, or online
+	// quantization-aware training (not modelled).
+	{modelType: "bitnet", prefix: "BitNet", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 52}},
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	// cohere: Command R, R+, Aya 23 and Aya Expanse; transformers 4.39

@@ -239,6 +239,12 @@ type Attention struct {
 	// (Helium's RMSNorm over each head: LaraMiniAttention's q_norm and
 	// k_norm, modular_lara_mini.py at transformers 5.25.0).
 	QKNormWeightFP32 bool
+	// SubNorm: Llama's RMSNorm (attn_sub_norm, a weight of Heads x Vd)
+	// over the attention output before o_proj (BitNetAttention,
+	// models/bitnet/modular_bitnet.py at transformers 5.25.0): it keeps
+	// the output and its rstd, o_proj the normed rows. Tensor parallelism
+	// is refused (the norm would run over a shard of the features).
+	SubNorm bool
 	// OutName is the output projection's module name; "" = "o_proj"
 	// (Qwen3-VL's vision blocks call it proj, LFM2 out_proj).
 	OutName string
@@ -506,6 +512,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if a.GateSoftplus {
 		o = softplusGate(b, o, qGate)
+	}
+	if a.SubNorm {
+		o = b.LowerChild(&Norm{Name: "attn_sub_norm", Dim: a.Heads * a.Vd(), RMS: true}, o)
 	}
 	closeSelf()
 	out := a.OutName

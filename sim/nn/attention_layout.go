@@ -54,6 +54,10 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 		return &units.Error{Path: path, Msg: "tensor parallelism is not modelled for an attention with adapters or a wider input (Zamba2's shared attention)",
 			Hint: "use tp=1 (FSDP shards it)"}
 	}
+	if a.SubNorm && par.TP > 1 {
+		return &units.Error{Path: path, Msg: "tensor parallelism is not modelled for an attention with a norm over its output before o_proj (BitNet's attn_sub_norm: each rank would norm a shard of the features)",
+			Hint: "use tp=1 (FSDP shards it)"}
+	}
 	if err := a.checkWideQKNorm(path, par.TP); err != nil {
 		return err
 	}

@@ -64,6 +64,9 @@ func (a *Attention) Params() int64 {
 			n += h * d
 		}
 	}
+	if a.SubNorm {
+		n += h * vd // attn_sub_norm's weight
+	}
 	if a.GateProj {
 		n += a.Dim * h * d
 		if a.GateBias {

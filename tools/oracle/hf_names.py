@@ -53,6 +53,7 @@ CASES = [
     ("aria-text-tiny.json", "", ("AriaTextForCausalLM",)),
     ("bailing_hybrid-tiny.json", "", ("BailingHybridForCausalLM",)),
     ("bamba-tiny.json", "", ("BambaForCausalLM",)),
+    ("bitnet-tiny.json", "", ("BitNetForCausalLM",)),
     ("cohere2-tiny.json", "", ("Cohere2ForCausalLM",)),
     ("cohere2_moe-tiny.json", "", ("Cohere2MoeForCausalLM",)),
     ("cohere_compass_text-tiny.json", "", ("CohereCompassForCausalLM",)),
