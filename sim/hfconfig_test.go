@@ -322,6 +322,10 @@ func TestFromHFConfigErrors(t *testing.T) {
 		// key selector, NVFP4 straight-through k and v, shared k and v).
 		{"kolibri1_1 refused", `{"model_type": "kolibri1_1", "architectures": ["Kolibri1_1ForCausalLM"]}`, "sdpa", "",
 			`model_type "kolibri1_1" is not supported yet: Kolibri 1.1's indexed-attention layers are not modelled`},
+		// Doge (transformers 4.54 on): Dynamic Mask Attention, scaled
+		// residuals, product-key experts.
+		{"doge refused", `{"model_type": "doge", "architectures": ["DogeForCausalLM"]}`, "sdpa", "",
+			`model_type "doge" is not supported yet: Doge's Dynamic Mask Attention`},
 		// Dory (transformers 5.24.0 on): nGPT's layers and a recurrent loop.
 		{"dory refused", `{"model_type": "dory", "architectures": ["DoryForCausalLM"]}`, "sdpa", "",
 			`model_type "dory" is not supported yet: Dory's nGPT layers are not modelled`},

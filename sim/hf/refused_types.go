@@ -9,6 +9,9 @@ var refusedTypes = map[string]refusedType{
 	"apertus1p5": {"Apertus 1.5's vision tokenizer (IBQ) and audio tokenizer (WavTokenizer) are not modelled",
 		`write its text_config out as a config.json of model_type "apertus1p5_text" (Apertus1p5TextForCausalLM, the text model): hf_config reads that`},
 	"dory": {doryRefusal, buildingBlocksHint},
+	// DogeForCausalLM (models/doge at 5.25.0): Dynamic Mask Attention,
+	// scaled residuals and product-key experts (dogeRefusal).
+	"doge": {dogeRefusal, buildingBlocksHint},
 	// Dots3NoteForConditionalGeneration (models/dots3_note at 5.25.0):
 	// the text model after Dots3NoteVisionModel (Qwen2-VL's blocks with an
 	// MoE MLP, Dots3NoteVisionMoE) and Dots3NoteAudioModel (a conv stem
@@ -117,6 +120,29 @@ const kolibri11Refusal = "Kolibri 1.1's indexed-attention layers are not modelle
 // memsh has no layer for the interpolating residual, the squared
 // per-channel scales or the loop over shared layers.
 const doryRefusal = "Dory's nGPT layers are not modelled: hidden states L2-normalised onto the unit sphere around every sublayer (DoryL2Norm), residuals that interpolate at learned per-channel rates (lambda_1, lambda_2), learned squared scales on q (sqk), the output gate (s_gate), the MLP's gate and up (suv_gate, suv_up) and the fp32 logits (logit_scale), and a recurrent section of n_recurrent_layers run n_recurrent_loops times with the same weights"
+
+// dogeRefusal is why SmallDoge's Doge (DogeForCausalLM,
+// models/doge/modular_doge.py at transformers 5.25.0; 4.54.0 is the
+// first wheel with models/doge, 4.53.0 has none) is not read.
+// DogeAttention is Dynamic Mask Attention: dt_proj reads the values
+// (all kv heads) and exp(A * softplus(.)) makes a per-head, per-key
+// score expanded into a [batch, kv heads, seq, seq]
+// additive mask in the activations' dtype, masked by the causal mask and,
+// past keep_window_size keys (2048), by a top-k over every query row (a
+// zeros_like mask, its scatter and masked_fill: several [batch, heads,
+// seq, seq] tensors), repeated to every head and handed to the kernel
+// with gradient through A and dt_proj; q and k are RMS-normed per head.
+// Each layer scales its residuals by learned per-channel weights
+// (input_residual, post_attention_residual: residual * weight, the
+// residual kept) and, with is_moe, its MLP is DogeCDMoE: product-key
+// routing (router_gate's two halves' top sqrt(num_experts) logits each,
+// their sums over the num_keys² pairs, a top num_experts_per_tok of
+// those) over 16,384 single-neuron experts stored as two embedding tables
+// (down_embed, up_embed: [tokens, k, hidden] gathered rows and their bmm)
+// beside a dense gated MLP; DogeForCausalLM adds Mixtral's load-balancing
+// loss with output_router_logits. memsh has no layer for the dynamic
+// mask, the scaled residuals or the product-key experts.
+const dogeRefusal = "Doge's Dynamic Mask Attention (a per-head additive [batch, heads, seq, seq] mask made from dt_proj over the values, exp(A * softplus(.)), with a top-k over each query's keys past keep_window_size), its residuals scaled by learned per-channel weights (input_residual, post_attention_residual) and its DogeCDMoE (product-key routing over num_experts single-neuron experts stored as the down_embed and up_embed tables beside a dense MLP) are not modelled"
 
 // refusedType is why memsh refuses a model type, and what to do instead.
 type refusedType struct{ why, hint string }
