@@ -15,7 +15,9 @@ import (
 //
 // act is hidden_act (relu2 by default: squared ReLU), ffn_sub_norm
 // Llama's RMSNorm over the Hidden intermediate features. Tensor
-// parallelism is refused: the norm would run over a shard of them.
+// parallelism is refused (in Lower; BitNet's attention, whose
+// attn_sub_norm has the same problem, refuses the layout before it): the
+// norm would run over a shard of them.
 type BitNetMLP struct {
 	Name        string
 	Dim, Hidden int64
@@ -46,18 +48,14 @@ func (m *BitNetMLP) Validate(path string) error {
 	return (&MLP{Dim: m.Dim, Hidden: m.Hidden, Act: m.Act}).Validate(path)
 }
 
-// CheckLayout refuses tensor parallelism (ffn_sub_norm over a shard).
-func (m *BitNetMLP) CheckLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 {
-		return &units.Error{Path: path, Msg: "tensor parallelism is not modelled for BitNet's MLP (ffn_sub_norm norms the intermediate features: each rank would norm a shard of them)",
-			Hint: "use tp=1 (FSDP shards it)"}
-	}
-	return nil
-}
-
 func (m *BitNetMLP) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != m.Dim {
 		panic(core.ShapeMismatch(b, "bitnet_mlp", m.Dim, b.Last(x)))
+	}
+	if b.Par.Tpn() > 1 { // BitNet's attention refuses the layout first (Attention.SubNorm's CheckLayout)
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(b.ModuleName(m)),
+			Msg:  "tensor parallelism is not modelled for BitNet's MLP (ffn_sub_norm norms the intermediate features: each rank would norm a shard of them)",
+			Hint: "use tp=1 (FSDP shards it)"}})
 	}
 	defer b.Scope(b.ModuleName(m))()
 	gate := Activation(b, m.Act, b.Linear("gate_proj", core.RoleGate, x, m.Dim, m.Hidden, false))
