@@ -252,31 +252,32 @@ func (d *distState) frozenComm() []core.CommRecord {
 }
 
 // rootNumel is how many of g's elements (and of those, how many gathered
-// in fp8) FSDP's root unit holds: everything outside the blocks and
-// fsdp_units, kept unsharded from its forward to its backward (the root
-// is never resharded after forward: torch 2.15 _fsdp_state.py
-// _lazy_init sets the root's post_forward_mesh_info to None, FSDP1's
-// _post_forward_reshard skips the root), so gathered once a micro-batch
-// where the other units are gathered again for their backward (and for
-// DPO's reference forward over the policy's modules: the root is still
-// gathered then). gather.go replays it so; stepComm and frozenComm count
-// it so.
+// in fp8) are gathered at a pass's edge (atEdge): under FSDP the root
+// unit's, everything outside the blocks and fsdp_units, kept unsharded
+// from its forward to its backward (the root is never resharded after
+// forward: torch 2.15 _fsdp_state.py _lazy_init sets the root's
+// post_forward_mesh_info to None, FSDP1's _post_forward_reshard skips the
+// root), so gathered once a micro-batch where the other units are
+// gathered again for their backward (and for DPO's reference forward over
+// the policy's modules: the root is still gathered then). gather.go
+// replays it so; stepComm and frozenComm count it so. Under ZeRO-3 the
+// modules outside the blocks it does not keep gathered.
 //
-// A parameter no op reads (a stand-in program's: the search's profiles)
-// is placed by its name, as buildUnits would place it.
+// Under FSDP a parameter no op reads (a stand-in program's: the search's
+// profiles) is placed by its name, as buildUnits would place it.
 func (d *distState) rootNumel(g paramGroup) (numel, fp8 int64) {
-	if d.Mode != DistFSDP || d.unitOf == nil {
+	if d.unitOf == nil || (d.Mode != DistFSDP && d.Mode != DistZeRO) {
 		return 0, 0
 	}
 	for _, pi := range g.params {
-		root := false
-		if u := d.unitOf[d.root(pi)]; u != none {
+		p := &d.p.Params[pi]
+		var root bool
+		if u := d.unitOf[d.root(pi)]; d.Mode == DistFSDP && u != none {
 			root = d.units[u].root
 		} else {
-			_, root = d.unitKey(&d.p.Params[pi], d.blocks)
+			root = d.atEdge(p)
 		}
 		if root {
-			p := &d.p.Params[pi]
 			numel += p.Numel
 			if p.GatherFP8 {
 				fp8 += p.Numel

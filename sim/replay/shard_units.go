@@ -26,6 +26,9 @@ func (d *distState) buildUnits() error {
 		blocks = d.fsdpBlocks()
 	}
 	d.blocks = blocks
+	if d.Mode == DistZeRO {
+		d.blocks = d.fsdpBlocks() // ZeRO-3's units are modules; its blocks place atEdge's
+	}
 	unitFor := func(pi int32) int32 {
 		if u := d.unitOf[pi]; u != none {
 			return u
@@ -114,22 +117,37 @@ func (d *distState) unitKey(p *core.ParamInfo, blocks map[string]int) (string, b
 	return moduleOf(p.Name), false
 }
 
-// FSDPRoots reports for each of ps whether FSDP's root unit holds it when
-// plan shards with FSDP (nil otherwise): what a program's gather units
-// would say, from the parameters' names, roles and the plan's blocks
-// alone (the search's profiles, which replay no program).
-func FSDPRoots(plan *core.Plan, ps []core.ParamInfo) []bool {
-	if ModeOf(plan) != DistFSDP {
-		return nil
-	}
+// EdgeParams reports for each of ps whether it is gathered at a pass's
+// edge (atEdge) were plan to shard with FSDP (fsdp: its root unit) and
+// with ZeRO-3 (zero3), whatever plan's own sharding: what a program's
+// gather units would say, from the parameters' names, roles and sizes
+// and the plan's blocks alone (the search's profiles, which replay no
+// program and serve layouts of several shardings).
+func EdgeParams(plan *core.Plan, ps []core.ParamInfo) (fsdp, zero3 []bool) {
 	par := plan.Parallel.Norm()
-	d := &distState{Par: par, plan: plan, Mode: DistFSDP, fsdp1: par.FSDPVersion == 1}
-	blocks := d.fsdpBlocks()
-	out := make([]bool, len(ps))
+	f := &distState{Par: par, plan: plan, Mode: DistFSDP, fsdp1: par.FSDPVersion == 1}
+	f.blocks = f.fsdpBlocks()
+	z := &distState{Par: par, plan: plan, Mode: DistZeRO, zs: plan.ZeroSizes(), blocks: f.blocks}
+	fsdp, zero3 = make([]bool, len(ps)), make([]bool, len(ps))
 	for i := range ps {
-		_, out[i] = d.unitKey(&ps[i], blocks)
+		fsdp[i], zero3[i] = f.atEdge(&ps[i]), z.atEdge(&ps[i])
 	}
-	return out
+	return fsdp, zero3
+}
+
+// atEdge reports whether parameter p is gathered at the edge of a pass
+// (ShardEdges): in FSDP's root unit (unitKey), or under ZeRO-3 in a
+// module outside the blocks (the embedding, whose fetch opens the
+// forward; the head, whose fetch opens the backward) that ZeRO-3 does not
+// keep gathered (stage3_param_persistence_threshold). d.blocks must be
+// set.
+func (d *distState) atEdge(p *core.ParamInfo) bool {
+	if d.Mode == DistFSDP {
+		_, root := d.unitKey(p, d.blocks)
+		return root
+	}
+	_, outside := fsdpUnit(p.Name, d.blocks)
+	return outside && !p.Reference && p.Numel >= d.zs.Persistence
 }
 
 // fsdpBlocks maps the modules FSDP wraps as units to their precedence:

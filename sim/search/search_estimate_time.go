@@ -138,34 +138,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		w.Flops, w.HwFlops = u.mdlFlops, u.mdlFlops+u.recFlops
 	}
 	w.MbComm = u.comm
-	// A stand-in program holding the dense and expert parameters for
-	// replay/comm.go's inventory of data-parallel collectives (it reads
-	// their element counts, and places them by name in FSDP's root unit,
-	// named "", or in a block, named after one).
-	var ps []core.ParamInfo
-	var inBlock string
-	for _, trainable := range []bool{true, false} {
-		for _, root := range []bool{true, false} {
-			dense, expert := u.params.numelIn(trainable, root)
-			name := ""
-			if !root && dense+expert > 0 {
-				if inBlock == "" {
-					inBlock = outsideRoot(p)
-				}
-				name = inBlock
-			}
-			if dense > 0 {
-				q := core.ParamInfo{Name: name, Numel: dense, Trainable: trainable, TiedTo: -1}
-				if !root && name == "" { // no block: FSDP1's adapters wrapped on their own (replay's unitKey)
-					q.Role = core.RoleLoRA
-				}
-				ps = append(ps, q)
-			}
-			if expert > 0 {
-				ps = append(ps, core.ParamInfo{Name: name, Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
-			}
-		}
-	}
+	ps := standInParams(p, u.params)
 	d, err := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue, Labels: core.NoValue})
 	if err != nil { // the search's layouts wrap no fsdp_units: unreachable
 		d = nil
@@ -174,6 +147,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	sharded := false
 	if d != nil {
 		w.Mode, w.Zero = d.Mode, par.Zero
+		w.ShardEdges = d.ShardEdges()
 		sharded = d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && par.DistributedOptimizer)
 		for c := range d.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" || c.Group == "dp_replicate" {
@@ -213,14 +187,4 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	w.StepOverhead = p.Overheads.StepSeconds
 	w.Tokens = timing.StepTokens(p, w.M, par.DP)
 	return w
-}
-
-// outsideRoot is a parameter name FSDP's units place outside the root
-// unit under p: in the model's first block (the search's layouts wrap no
-// fsdp_units, so a parameter outside the root is in a block).
-func outsideRoot(p *core.Plan) string {
-	if b := core.BlockPaths(p.Model); len(b) > 0 {
-		return b[0] + ".weight"
-	}
-	return ""
 }

@@ -38,10 +38,12 @@ type paramEntry struct {
 	traffic   int64 // optimizer step's HBM traffic (replay.optimizerTraffic)
 	expert    bool
 	trainable bool
-	// root: FSDP's root unit holds it (replay.FSDPRoots), gathered once a
-	// micro-batch where the blocks are gathered again for their backward.
-	root bool
-	n    int64
+	// root: FSDP's root unit holds it, gathered once a micro-batch where
+	// the blocks are gathered again for their backward; edge3: ZeRO-3
+	// gathers it at a pass's edge (replay.EdgeParams, ShardEdges). A
+	// profile serves layouts of several shardings.
+	root, edge3 bool
+	n           int64
 	// A quantized frozen weight's storage (quant=), which the memory
 	// bound counts instead of numel in the parameters' dtype: whole, as
 	// one GPU and DDP or ZeRO-1/2 hold it (core.QuantBytes, replay's
@@ -69,13 +71,13 @@ func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 	}
 	var room [16]shapeTraffic
 	traffics := room[:0]
-	roots := replay.FSDPRoots(p, ps)
+	roots, edges3 := replay.EdgeParams(p, ps)
 	for i := range ps {
 		q := &ps[i]
 		if q.TiedTo >= 0 {
 			continue
 		}
-		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, root: roots != nil && roots[i], n: 1}
+		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, root: roots[i], edge3: edges3[i], n: 1}
 		if q.Quant != "" {
 			e.quantWhole = core.QuantBytes(q.Quant, q.Shape)
 			for _, t := range core.QuantTensors(q.Quant, q.Shape, p.QuantStorage, p.Precision.Params) {
@@ -120,7 +122,7 @@ func (a paramAgg) merge(b paramAgg, k int64) paramAgg {
 		found := false
 		for i := range a {
 			o := &a[i]
-			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable && o.root == e.root &&
+			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable && o.root == e.root && o.edge3 == e.edge3 &&
 				o.quantWhole == e.quantWhole && o.quantSplit == e.quantSplit && o.quantKept == e.quantKept {
 				o.n += k * e.n
 				found = true
@@ -147,18 +149,13 @@ func (a paramAgg) count() int64 {
 // numel sums the elements of the trainable (or frozen) dense and expert
 // parameters.
 func (a paramAgg) numel(trainable bool) (dense, expert int64) {
-	for _, root := range []bool{false, true} {
-		d, e := a.numelIn(trainable, root)
-		dense, expert = dense+d, expert+e
-	}
-	return dense, expert
+	return a.numelIn(trainable, func(paramEntry) bool { return true })
 }
 
-// numelIn is numel of the parameters in FSDP's root unit (root) or
-// outside it.
-func (a paramAgg) numelIn(trainable, root bool) (dense, expert int64) {
+// numelIn is numel of the parameters in picks.
+func (a paramAgg) numelIn(trainable bool, picks func(paramEntry) bool) (dense, expert int64) {
 	for _, e := range a {
-		if e.trainable != trainable || e.root != root {
+		if e.trainable != trainable || !picks(e) {
 			continue
 		}
 		if e.expert {

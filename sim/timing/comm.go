@@ -404,13 +404,23 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	// no_sync, made at the synchronising micro-batch only, sit beside
 	// its backward with its reduce-scatters. fsdp_comm is the average
 	// micro-batch's exposure (paid m times).
+	// Of those, the gathers at a pass's edge (FSDP's root unit, with DPO's
+	// reference copy; ZeRO-3's embedding and head) and the last
+	// reduce-scatter (FSDP's root's, ZeRO-3's last bucket) have nothing to
+	// overlap (replay.ShardEdges): they are exposed whole, the rest where
+	// it outlasts the compute. The edge gathers are taken whole out of the
+	// split; the other gathers go half beside each pass.
 	m := float64(max(w.M, 1))
 	down := w.fsdpDown / m
+	root, ref, last := w.edgeSeconds(cc)
 	exposedFSDP := func(rs, down, up float64) float64 {
+		g := root + ref
 		if w.Eval {
-			return max(0, gatherMB/2+down-mb.Forward)
+			return g + max(0, gatherMB/2+down-g-mb.Forward)
 		}
-		return max(0, (gatherMB+down)/2-mb.Forward) + max(0, (gatherMB+down)/2+rs+up-bwdWindow)
+		split := (max(0, gatherMB-g) + down) / 2
+		e := min(last, rs)
+		return g + max(0, split-mb.Forward) + e + max(0, split+rs+up-e-bwdWindow)
 	}
 	average := func(down, up float64) float64 { // the m micro-batches' mean exposure
 		if !syncOnce {
@@ -465,6 +475,23 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	}
 	out.tail[0] = replay.TimeShare{Name: "dp_comm", Seconds: dp}
 	return out
+}
+
+// edgeSeconds prices w's ShardEdges, seconds a micro-batch: the
+// forward's unoverlapped gathers (the root unit's, DPO's reference
+// copy's) and the backward's last reduce-scatter.
+func (w *GpuWork) edgeSeconds(cc *commCtx) (root, ref, last float64) {
+	e := w.ShardEdges
+	if e.RootGather > 0 {
+		root = cc.seconds("all_gather", "dp", e.RootGather)
+	}
+	if e.RefGather > 0 {
+		ref = cc.seconds("all_gather", "dp", e.RefGather)
+	}
+	if e.RootScatter > 0 {
+		last = cc.seconds("reduce_scatter", "dp", e.RootScatter)
+	}
+	return root, ref, last
 }
 
 // zeroReductionStream is what DeepSpeed ZeRO-1/2's reduction stream

@@ -91,16 +91,7 @@ func TestFSDP1NoSyncReducesOnce(t *testing.T) {
 	} {
 		plan := &core.Plan{Device: dev, Precision: prec, GradAccum: 4, Cluster: hw.Cluster{Nodes: 1, GPUsPerNode: 8},
 			Parallel: core.Parallelism{DP: 2, FSDP: true, FSDPVersion: row.version}}
-		// the reduce-scatter's bytes for rs seconds at the group's rate
-		bytes := int64(0)
-		for lo, hi := int64(1), int64(1)<<50; lo <= hi; {
-			mid := (lo + hi) / 2
-			if collectiveSeconds(plan, "reduce_scatter", "dp", mid) < row.rs {
-				lo, bytes = mid+1, mid+1
-			} else {
-				hi = mid - 1
-			}
-		}
+		bytes := bytesFor(plan, "reduce_scatter", row.rs) // rs seconds at the group's rate
 		rs := collectiveSeconds(plan, "reduce_scatter", "dp", bytes)
 		w := &GpuWork{M: 4, Mb: ComputeTime{Forward: 1, Backward: 2}, Mode: replay.DistFSDP, fsdpUp: row.up,
 			DpComm: []core.CommRecord{{Kind: "reduce_scatter", Group: "dp", Bytes: bytes, Backward: true}}}

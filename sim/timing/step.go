@@ -132,6 +132,10 @@ type GpuWork struct {
 	// after their reduce-scatters, on side streams beside the collectives
 	// (comm.go), not in host.
 	fsdpDown, fsdpUp float64
+	// ShardEdges are FSDP's collectives a micro-batch that nothing overlaps
+	// (the root unit's gather and reduce-scatter, DPO's reference copy's
+	// gather: replay.ShardEdges), bytes.
+	ShardEdges replay.ShardEdges
 	// nvmeParamRead is ZeRO-Infinity's parameter partitions read from NVMe
 	// before their gathers, seconds per step, prefetched in the same chain
 	// (nvme.go); the serial rest of the NVMe time is NVMe.
@@ -280,6 +284,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 	ow := OptimizerWorkOf(r)
 	if r.Dist != nil {
 		w.Mode, w.Zero = r.Dist.Mode, par.Zero
+		w.ShardEdges = r.Dist.ShardEdges()
 		for c := range r.Dist.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" {
 				w.DpComm = append(w.DpComm, c)

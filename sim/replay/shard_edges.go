@@ -1,0 +1,75 @@
+package replay
+
+import "github.com/memsh/memsh/sim/units"
+
+// ShardEdges are the collectives of a micro-batch FSDP and ZeRO-3 cannot
+// overlap with compute, in bytes (the message sizes, as CommRecord's):
+//
+//   - RootGather: under FSDP the root unit's all-gather. The root's
+//     pre-forward runs at the model's forward entry, before any block's,
+//     and waits for its parameters: nothing is queued before it to overlap
+//     (torch 2.15 _fsdp_state.py _pre_forward on the root; FSDP1's root
+//     _pre_forward). Under ZeRO-3 the modules outside the blocks: the
+//     embedding's fetch opens the forward, the head's the backward, each
+//     waited for by the first op of its pass (the ones it keeps gathered
+//     below stage3_param_persistence_threshold aside).
+//   - RootScatter: under FSDP the root unit's reduce-scatter of its
+//     trainable gradients. FSDP2 runs the root's post-backward in the
+//     final backward callback (_root_post_backward_final_callback: the
+//     root's forward inputs, token ids, carry no gradient to trigger it
+//     earlier), after every block's backward; FSDP1's fires when the
+//     root's flat parameter has its gradient, the embedding's, the
+//     backward's last. Under ZeRO-3 the reduce bucket its backward's
+//     epilogue flushes (independent_gradient_partition_epilogue), at most
+//     reduce_bucket_size elements: an upper bound, the last bucket's fill
+//     is not tracked. The optimizer step waits for either.
+//   - RefGather: DPO's reference copy under FSDP2, one unit of its own
+//     (its own root: unitKey) gathered whole at its forward's start, after
+//     the policy's forward has been queued.
+//
+// The other units' gathers and reduce-scatters are prefetched and
+// overlapped (sim/timing/comm.go). Zero under other modes, and under a
+// pipeline (FSDP2's stages gather once a step, pipeHold; a stage holds no
+// model entry and exit of its own), where the search's stand-in program
+// knows the plan's degree alone.
+type ShardEdges struct {
+	RootGather, RootScatter, RefGather int64
+}
+
+// ShardEdges is d's (nil-safe): a program's root unit as its units place
+// it, a stand-in's (the search's) by its parameters' names.
+func (d *distState) ShardEdges() ShardEdges {
+	var e ShardEdges
+	zero3 := d != nil && d.Mode == DistZeRO && d.Par.Zero == 3
+	if d == nil || (d.Mode != DistFSDP && !zero3) || d.pipeHold || d.Par.PP > 1 || d.dp <= 1 {
+		return e
+	}
+	var trained int64
+	for _, trainable := range []bool{true, false} {
+		for _, g := range d.groups(trainable) {
+			if g.n <= 1 {
+				continue
+			}
+			rn, rf := d.rootNumel(g)
+			e.RootGather += d.gatherDT.Bytes(rn-rf) + units.FP8.Bytes(rf)
+			switch {
+			case trainable && zero3:
+				trained += g.numel
+			case trainable:
+				e.RootScatter += d.reduceDT.Bytes(rn)
+			case d.Mode == DistFSDP:
+				var ref int64
+				for _, pi := range g.params {
+					if d.p.Params[pi].Reference {
+						ref += d.p.Params[pi].Numel
+					}
+				}
+				e.RefGather += d.gatherDT.Bytes(ref)
+			}
+		}
+	}
+	if zero3 {
+		e.RootScatter = d.reduceDT.Bytes(min(trained, d.zs.ReduceBucket))
+	}
+	return e
+}

@@ -1,0 +1,70 @@
+package search
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// standInParams are the parameters of a stand-in program for replay's
+// inventory of data-parallel collectives (replay/comm.go) and its
+// unoverlapped edges (replay/shard_edges.go) under plan p, from a
+// profile's parameters a: their element counts, dense or expert,
+// trainable or frozen, and where the sharding gathers them, which replay
+// reads from their names (and roles, sizes): gathered at a pass's edge
+// (FSDP's root unit, ZeRO-3's modules outside the blocks: paramEntry.root,
+// edge3) as one parameter named "", the rest as one named in the model's
+// first block. A model without blocks has nothing outside its root but
+// FSDP1's adapters, wrapped on their own (their role places them), and
+// what ZeRO-3 keeps gathered, each too small to be gathered
+// (stage3_param_persistence_threshold): those are listed one by one.
+func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
+	atEdge := func(e paramEntry) bool { return e.root }
+	if replay.ModeOf(p) == replay.DistZeRO {
+		atEdge = func(e paramEntry) bool { return e.edge3 }
+	}
+	var inBlock string
+	if b := core.BlockPaths(p.Model); len(b) > 0 {
+		inBlock = b[0] + ".weight"
+	}
+	var ps []core.ParamInfo
+	add := func(edge bool, numel int64, trainable, expert bool) {
+		q := core.ParamInfo{Numel: numel, Trainable: trainable, TiedTo: -1}
+		if !edge {
+			q.Name = inBlock
+		}
+		switch {
+		case expert:
+			q.Role = "expert_fast"
+		case !edge && inBlock == "":
+			q.Role = core.RoleLoRA // off the edge without a block: FSDP1's adapter units (replay's unitKey)
+		}
+		ps = append(ps, q)
+	}
+	for _, trainable := range []bool{true, false} {
+		dense, expert := a.numelIn(trainable, atEdge)
+		if dense > 0 {
+			add(true, dense, trainable, false)
+		}
+		if expert > 0 {
+			add(true, expert, trainable, true)
+		}
+		if inBlock == "" {
+			for _, e := range a {
+				if e.trainable == trainable && !atEdge(e) {
+					for range e.n {
+						add(false, e.numel, trainable, e.expert)
+					}
+				}
+			}
+			continue
+		}
+		dense, expert = a.numelIn(trainable, func(e paramEntry) bool { return !atEdge(e) })
+		if dense > 0 {
+			add(false, dense, trainable, false)
+		}
+		if expert > 0 {
+			add(false, expert, trainable, true)
+		}
+	}
+	return ps
+}
