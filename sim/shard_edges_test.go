@@ -80,3 +80,20 @@ func TestZeRO3EdgesBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalGathersOnce: an evaluation step (phase="eval") runs the forward
+// alone, so ZeRO-3 and FSDP gather each unit once and reduce nothing:
+// dpoPlan's small Llama (38,308,352 parameters, bf16) all-gathers
+// 76,616,704 B a step on 8 ranks (twice that was reported before December
+// 2026, a forward and a backward).
+func TestEvalGathersOnce(t *testing.T) {
+	const llama = 38_308_352
+	for _, par := range []core.Parallelism{{DP: 8, FSDP: true}, {DP: 8, FSDP: true, FSDPVersion: 1}, {DP: 8, Zero: 3}} {
+		p := dpoPlan(core.RefModel, core.TRLLogits)
+		p.Preference, p.Parallel, p.Phase = nil, par, core.Eval
+		r := evalPlan(t, p)
+		if got, rs := commBytes(r, "all_gather"), commBytes(r, "reduce_scatter"); got != 2*llama || rs != 0 {
+			t.Errorf("%s, eval: all_gather %d B, reduce_scatter %d B; want %d and 0", par, got, rs, 2*llama)
+		}
+	}
+}

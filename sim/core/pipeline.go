@@ -425,26 +425,46 @@ func (p *Plan) lowerModel(b *Builder) error {
 // and as torchtitan shards every model.layers[i].
 func BlockPaths(m *Model) []string {
 	var out []string
-	var walk func(ls []Layer, scope string)
-	walk = func(ls []Layer, scope string) {
+	walkBlocks(m, func(p string) bool { out = append(out, p); return true })
+	return out
+}
+
+// FirstBlockPath is BlockPaths(m)[0], "" for a model without blocks,
+// without listing the rest.
+func FirstBlockPath(m *Model) string {
+	first := ""
+	walkBlocks(m, func(p string) bool { first = p; return false })
+	return first
+}
+
+// walkBlocks yields BlockPaths' paths in order until yield returns false.
+func walkBlocks(m *Model, yield func(string) bool) {
+	var walk func(ls []Layer, scope string) bool
+	walk = func(ls []Layer, scope string) bool {
 		for _, l := range ls {
 			switch x := l.(type) {
 			case *Repeat:
 				p := JoinName(scope, ModuleName(x))
 				for j := int64(0); j < x.Count(); j++ {
-					out = append(out, JoinName(p, Itoa(j)))
+					if !yield(JoinName(p, Itoa(j))) {
+						return false
+					}
 				}
 			case *Sequential:
-				walk(x.Layers, JoinName(scope, ModuleName(x)))
+				if !walk(x.Layers, JoinName(scope, ModuleName(x))) {
+					return false
+				}
 			case BlockLister:
 				for _, p := range x.BlockPaths() {
-					out = append(out, JoinName(scope, p))
+					if !yield(JoinName(scope, p)) {
+						return false
+					}
 				}
 			}
 		}
+		return true
 	}
 	walk(m.Layers, "")
-	return out
 }
 
 // BlockLister is a layer that lowers blocks of its own rather than

@@ -177,24 +177,18 @@ func (d *distState) stepComm() []core.CommRecord {
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case 3:
 				gathered := d.gatherDT.Bytes(g.numel)
-				gathers := 2 + d.refGathers() // forward, backward, and DPO's reference forward over the policy's modules
+				gathers, _ := d.passGathers()
 				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
 			}
 		case DistFSDP:
 			gathered, reduced := d.gatherDT.Bytes(g.numel-g.fp8)+units.FP8.Bytes(g.fp8), d.reduceDT.Bytes(g.numel)
-			gathers := 2 + d.refGathers() // forward, backward, and DPO's reference forward over the policy's modules
-			if d.Par.NoReshard {
-				gathers = 1 // the forward's gather serves the backward
-			}
-			if d.pipeHold { // once per step: gathered through all micro-batches
-				gathers, perMB = 1, 1
-			}
+			gathers, perMB := d.passGathers()
 			reductions := perMB
 			if d.noSync { // FSDP1's no_sync(): the synchronising micro-batch reduces, once per step
 				reductions = 1
 			}
 			all := gathers * gathered
-			if gathers > 1 && plan.Phase != core.Eval { // the root unit is gathered once a micro-batch
+			if gathers > 1 { // the root unit is gathered once a micro-batch
 				rn, rf := d.rootNumel(g)
 				all -= (gathers - 1) * (d.gatherDT.Bytes(rn-rf) + units.FP8.Bytes(rf))
 			}
@@ -218,14 +212,7 @@ func (d *distState) frozenComm() []core.CommRecord {
 	if d.Mode != DistFSDP && (d.Mode != DistZeRO || d.Par.Zero != 3) {
 		return nil
 	}
-	gathers, perMB := int64(2), max(d.plan.GradAccum, 1)
-	switch {
-	case d.pipeHold:
-		gathers, perMB = 1, 1
-	case d.Mode == DistFSDP && d.Par.NoReshard:
-		gathers = 1
-	}
-	gathers += d.refGathers()
+	gathers, perMB := d.passGathers()
 	var out []core.CommRecord
 	for _, g := range d.groups(false) {
 		if g.n <= 1 {
@@ -242,7 +229,7 @@ func (d *distState) frozenComm() []core.CommRecord {
 			group = "edp"
 		}
 		b := gathers*d.gatherDT.Bytes(g.numel-ref) + d.gatherDT.Bytes(ref)
-		if d.Mode == DistFSDP && gathers > 1 && d.plan.Phase != core.Eval { // the root unit is gathered once a micro-batch
+		if d.Mode == DistFSDP && gathers > 1 { // the root unit is gathered once a micro-batch
 			rn, _ := d.rootNumel(g)
 			b -= (gathers - 1) * d.gatherDT.Bytes(rn)
 		}
@@ -308,15 +295,28 @@ func (d *distState) quantComm() []core.CommRecord {
 	if b == 0 {
 		return nil
 	}
-	gathers, perMB := int64(2), max(d.plan.GradAccum, 1)
+	gathers, perMB := d.passGathers()
+	return []core.CommRecord{{Kind: "all_gather", Group: "dp", Bytes: gathers * b * perMB}}
+}
+
+// passGathers is how many times a micro-batch of ZeRO-3 or FSDP gathers
+// a sharded unit (FSDP's root aside: rootNumel) and how many times a step
+// does that: in the forward and again in the backward (the input's
+// gradient reads the weights, and a recompute), once more for DPO's
+// reference forward over the policy's modules (refGathers); once under
+// FSDP's reshard_after_forward=False (the forward's gather serves the
+// backward) and in evaluation (a forward alone); once a step on a
+// pipeline stage's FSDP2 units (pipeHold: gathered through all
+// micro-batches).
+func (d *distState) passGathers() (gathers, perMB int64) {
+	perMB = max(d.plan.GradAccum, 1)
 	switch {
 	case d.pipeHold:
-		gathers, perMB = 1, 1
-	case d.Par.NoReshard:
-		gathers = 1
+		return 1, 1
+	case d.plan.Phase == core.Eval, d.Mode == DistFSDP && d.Par.NoReshard:
+		return 1, perMB
 	}
-	gathers += d.refGathers()
-	return []core.CommRecord{{Kind: "all_gather", Group: "dp", Bytes: gathers * b * perMB}}
+	return 2 + d.refGathers(), perMB
 }
 
 // refGathers is 1 when DPO's reference forward runs the policy's own

@@ -1,6 +1,11 @@
 package replay
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"slices"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // ShardEdges are the collectives of a micro-batch FSDP and ZeRO-3 cannot
 // overlap with compute, in bytes (the message sizes, as CommRecord's):
@@ -72,4 +77,64 @@ func (d *distState) ShardEdges() ShardEdges {
 		e.RootScatter = d.reduceDT.Bytes(min(trained, d.zs.ReduceBucket))
 	}
 	return e
+}
+
+// atEdge reports whether parameter p is gathered at the edge of a pass
+// (ShardEdges): in FSDP's root unit (unitKey), or under ZeRO-3 in a
+// module outside the blocks (the embedding, whose fetch opens the
+// forward; the head, whose fetch opens the backward) that ZeRO-3 does not
+// keep gathered (stage3_param_persistence_threshold). d.blocks must be
+// set.
+func (d *distState) atEdge(p *core.ParamInfo) bool {
+	_, outside := fsdpUnit(p.Name, d.blocks)
+	return edgeOf(d.Mode, d.adapterUnits(), d.zs.Persistence, p, outside)
+}
+
+// edgeOf is atEdge's rule, given whether p's name lies outside every
+// block and fsdp_units (fsdpUnit's root) and whether FSDP1 wraps the
+// adapters on their own (adapterUnits, as unitKey places them).
+func edgeOf(mode DistMode, adapterUnits bool, persistence int64, p *core.ParamInfo, outside bool) bool {
+	if !outside || p.Reference {
+		return false
+	}
+	if mode == DistFSDP {
+		return !(adapterUnits && p.Role == core.RoleLoRA)
+	}
+	return p.Numel >= persistence
+}
+
+// EdgeClassifier reports for parameters whether they are gathered at a
+// pass's edge (atEdge) were a plan to shard with FSDP (its root unit) and
+// with ZeRO-3, whatever the plan's own sharding, from their names, roles
+// and sizes and the plan's blocks alone: the search's profiles, which
+// replay no program and serve layouts of several shardings. It works out
+// a model's blocks once and places each name once (a profile's programs
+// lower the same names again and again). Not safe for concurrent use.
+type EdgeClassifier struct {
+	model   *core.Model
+	units   []string
+	blocks  map[string]int
+	outside map[string]bool // by parameter name: fsdpUnit's root
+}
+
+// Params is the classification of ps under plan: FSDP's and ZeRO-3's.
+func (c *EdgeClassifier) Params(plan *core.Plan, ps []core.ParamInfo) (fsdp, zero3 []bool) {
+	par := plan.Parallel.Norm()
+	if c.blocks == nil || c.model != plan.Model || !slices.Equal(c.units, par.FSDPUnits) {
+		d := &distState{Par: par, plan: plan}
+		c.model, c.units, c.blocks, c.outside = plan.Model, slices.Clone(par.FSDPUnits), d.fsdpBlocks(), map[string]bool{}
+	}
+	f := &distState{Par: par, plan: plan, fsdp1: par.FSDPVersion == 1}
+	adapters, persistence := f.adapterUnits(), plan.ZeroSizes().Persistence
+	fsdp, zero3 = make([]bool, len(ps)), make([]bool, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		out, ok := c.outside[p.Name]
+		if !ok {
+			_, out = fsdpUnit(p.Name, c.blocks)
+			c.outside[p.Name] = out
+		}
+		fsdp[i], zero3[i] = edgeOf(DistFSDP, adapters, 0, p, out), edgeOf(DistZeRO, false, persistence, p, out)
+	}
+	return fsdp, zero3
 }

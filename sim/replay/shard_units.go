@@ -96,7 +96,7 @@ func (d *distState) buildUnits() error {
 // FSDP) and says whether it is FSDP's root unit.
 func (d *distState) unitKey(p *core.ParamInfo, blocks map[string]int) (string, bool) {
 	switch {
-	case d.fsdp1 && (d.plan.Quant != "" || d.Par.AdapterUnits) && p.Role == core.RoleLoRA:
+	case d.adapterUnits() && p.Role == core.RoleLoRA:
 		// FSDP-QLoRA wraps each adapter on its own (peft's
 		// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), as
 		// fms-hf-tuning does any PEFT model (fsdp_adapter_units), so
@@ -117,37 +117,10 @@ func (d *distState) unitKey(p *core.ParamInfo, blocks map[string]int) (string, b
 	return moduleOf(p.Name), false
 }
 
-// EdgeParams reports for each of ps whether it is gathered at a pass's
-// edge (atEdge) were plan to shard with FSDP (fsdp: its root unit) and
-// with ZeRO-3 (zero3), whatever plan's own sharding: what a program's
-// gather units would say, from the parameters' names, roles and sizes
-// and the plan's blocks alone (the search's profiles, which replay no
-// program and serve layouts of several shardings).
-func EdgeParams(plan *core.Plan, ps []core.ParamInfo) (fsdp, zero3 []bool) {
-	par := plan.Parallel.Norm()
-	f := &distState{Par: par, plan: plan, Mode: DistFSDP, fsdp1: par.FSDPVersion == 1}
-	f.blocks = f.fsdpBlocks()
-	z := &distState{Par: par, plan: plan, Mode: DistZeRO, zs: plan.ZeroSizes(), blocks: f.blocks}
-	fsdp, zero3 = make([]bool, len(ps)), make([]bool, len(ps))
-	for i := range ps {
-		fsdp[i], zero3[i] = f.atEdge(&ps[i]), z.atEdge(&ps[i])
-	}
-	return fsdp, zero3
-}
-
-// atEdge reports whether parameter p is gathered at the edge of a pass
-// (ShardEdges): in FSDP's root unit (unitKey), or under ZeRO-3 in a
-// module outside the blocks (the embedding, whose fetch opens the
-// forward; the head, whose fetch opens the backward) that ZeRO-3 does not
-// keep gathered (stage3_param_persistence_threshold). d.blocks must be
-// set.
-func (d *distState) atEdge(p *core.ParamInfo) bool {
-	if d.Mode == DistFSDP {
-		_, root := d.unitKey(p, d.blocks)
-		return root
-	}
-	_, outside := fsdpUnit(p.Name, d.blocks)
-	return outside && !p.Reference && p.Numel >= d.zs.Persistence
+// adapterUnits: FSDP1 wraps each LoRA adapter as a unit of its own
+// (unitKey).
+func (d *distState) adapterUnits() bool {
+	return d.fsdp1 && (d.plan.Quant != "" || d.Par.AdapterUnits)
 }
 
 // fsdpBlocks maps the modules FSDP wraps as units to their precedence:

@@ -40,7 +40,7 @@ type paramEntry struct {
 	trainable bool
 	// root: FSDP's root unit holds it, gathered once a micro-batch where
 	// the blocks are gathered again for their backward; edge3: ZeRO-3
-	// gathers it at a pass's edge (replay.EdgeParams, ShardEdges). A
+	// gathers it at a pass's edge (replay.EdgeClassifier, ShardEdges). A
 	// profile serves layouts of several shardings.
 	root, edge3 bool
 	n           int64
@@ -58,7 +58,7 @@ type paramEntry struct {
 type paramAgg []paramEntry
 
 // aggParams counts the untied parameters of ps, as plan p steps them.
-func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
+func aggParams(ps []core.ParamInfo, p *core.Plan, edges *replay.EdgeClassifier) paramAgg {
 	r := &replay.Replay{Plan: p}
 	var a paramAgg
 	// The optimizer's traffic of a parameter depends on its shape and
@@ -71,7 +71,7 @@ func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 	}
 	var room [16]shapeTraffic
 	traffics := room[:0]
-	roots, edges3 := replay.EdgeParams(p, ps)
+	roots, edges3 := edges.Params(p, ps)
 	for i := range ps {
 		q := &ps[i]
 		if q.TiedTo >= 0 {
@@ -233,7 +233,7 @@ func (u *unitSums) zero() bool {
 // program's parameters.
 func unitOf(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSums {
 	u := unitTime(prog, plan, prices)
-	u.params = aggParams(prog.Params, plan)
+	u.params = aggParams(prog.Params, plan, &replay.EdgeClassifier{})
 	u.saved = unitSaved(prog, plan, &replay.SavedScratch{})
 	return u
 }

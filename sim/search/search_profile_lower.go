@@ -38,6 +38,9 @@ type lowering struct {
 	// its first block from scratch, though a profile's programs lower
 	// the same plan at other pipeline and data degrees.
 	blocks core.BlockTemplates
+	// edges places the profiles' parameters at a pass's edge or in a
+	// block, its model's blocks and names worked out once (aggParams).
+	edges replay.EdgeClassifier
 }
 
 // newLowering is a goroutine's lowering lists, its copied blocks' names
@@ -112,7 +115,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 		}
 		mem[oneBlockSlot].saved = unitSaved(p1, p, &lw.saved)
 		if n == 0 {
-			mem[oneBlockSlot].params = aggParams(p1.Params, p)
+			mem[oneBlockSlot].params = aggParams(p1.Params, p, &lw.edges)
 			pr.sum(&mem)
 			return pr, nil
 		}
@@ -129,7 +132,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 		if err != nil {
 			return nil, err
 		}
-		blockP, baseP = aggParams(bp, p), aggParams(basep, p)
+		blockP, baseP = aggParams(bp, p, &lw.edges), aggParams(basep, p, &lw.edges)
 	}
 	if n == 0 || parts&stageUnits == 0 { // a mixed model's pipeline lowers its chunks whole (lowerChunks)
 		pr.sum(&mem)
@@ -172,7 +175,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 	// them.
 	k := len(sp[1])
 	if parts&flatUnits == 0 {
-		blockP = aggParams(sp[1], p)
+		blockP = aggParams(sp[1], p, &lw.edges)
 	}
 	if blockP.count() != int64(k) || len(sp[0]) < k || len(sp[2]) < k {
 		return nil, fmt.Errorf("internal error: pipeline stage profile holds %d, %d, %d parameters for blocks of %d", len(sp[0]), len(sp[1]), len(sp[2]), blockP.count())
@@ -182,8 +185,8 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 	for c := range pr.chunks {
 		pr.chunks[c].block.params = pr.block.params
 	}
-	pr.chunks[firstChunk].base.params = aggParams(sp[0][:len(sp[0])-k], p)
-	pr.chunks[lastChunk].base.params = aggParams(sp[2][k:], p)
+	pr.chunks[firstChunk].base.params = aggParams(sp[0][:len(sp[0])-k], p, &lw.edges)
+	pr.chunks[lastChunk].base.params = aggParams(sp[2][k:], p, &lw.edges)
 	return pr, nil
 }
 

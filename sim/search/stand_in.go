@@ -23,8 +23,8 @@ func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
 		atEdge = func(e paramEntry) bool { return e.edge3 }
 	}
 	var inBlock string
-	if b := core.BlockPaths(p.Model); len(b) > 0 {
-		inBlock = b[0] + ".weight"
+	if b := core.FirstBlockPath(p.Model); b != "" {
+		inBlock = b + ".weight"
 	}
 	var ps []core.ParamInfo
 	add := func(edge bool, numel int64, trainable, expert bool) {

@@ -415,8 +415,8 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	root, ref, last := w.edgeSeconds(cc)
 	exposedFSDP := func(rs, down, up float64) float64 {
 		g := root + ref
-		if w.Eval {
-			return g + max(0, gatherMB/2+down-g-mb.Forward)
+		if w.Eval { // one pass: every gather beside the forward
+			return g + max(0, max(0, gatherMB-g)+down-mb.Forward)
 		}
 		split := (max(0, gatherMB-g) + down) / 2
 		e := min(last, rs)

@@ -26,8 +26,8 @@ import (
 //     forward's 2 s outlast it by 1 s, the root's 0.2 s inside that;
 //     backward 2 + 0.5 s beside 2 s: 0.5 s; 1.5 s in all, as without the
 //     edges;
-//   - evaluation, 2 s of gathers recorded (one pass: 1 s), root 0.3 s:
-//     0.3 s;
+//   - evaluation, 1 s of gathers (one pass, beside the forward), root
+//     0.3 s: 0.3 s;
 //   - DPO with a reference copy: 1.4 s of gathers, 0.4 s of them the
 //     copy's, in the forward alone (0.5 + 0.4 s beside the forward), the
 //     root's 0.2 s and 0.3 s as in the compute-bound case: 0.2 + 0.4 +
@@ -49,7 +49,7 @@ func TestShardEdgesExposed(t *testing.T) {
 			func(_, _, root, rootRS, _ float64) float64 { return root + rootRS }},
 		{"bandwidth-bound", false, 4, 0.5, 0.2, 0.3, 0,
 			func(g, rs, _, _, _ float64) float64 { return (g/2 - 1) + (g/2 + rs - 2) }},
-		{"evaluation", true, 2, 0, 0.3, 0, 0,
+		{"evaluation", true, 1, 0, 0.3, 0, 0,
 			func(_, _, root, _, _ float64) float64 { return root }},
 		{"DPO reference copy", false, 1.4, 0.5, 0.2, 0.3, 0.4,
 			func(_, _, root, rootRS, ref float64) float64 { return root + ref + rootRS }},
