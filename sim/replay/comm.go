@@ -218,12 +218,7 @@ func (d *distState) frozenComm() []core.CommRecord {
 		if g.n <= 1 {
 			continue
 		}
-		var ref int64
-		for _, pi := range g.params {
-			if d.p.Params[pi].Reference {
-				ref += d.p.Params[pi].Numel
-			}
-		}
+		ref := d.refNumel(g)
 		group := "dp"
 		if g.name == "expert" {
 			group = "edp"
@@ -236,6 +231,18 @@ func (d *distState) frozenComm() []core.CommRecord {
 		out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: b * perMB})
 	}
 	return out
+}
+
+// refNumel is how many of g's elements are DPO's reference copy's
+// (core.ParamInfo.Reference), gathered in its forward alone.
+func (d *distState) refNumel(g paramGroup) int64 {
+	var ref int64
+	for _, pi := range g.params {
+		if d.p.Params[pi].Reference {
+			ref += d.p.Params[pi].Numel
+		}
+	}
+	return ref
 }
 
 // rootNumel is how many of g's elements (and of those, how many gathered

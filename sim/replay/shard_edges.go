@@ -63,13 +63,7 @@ func (d *distState) ShardEdges() ShardEdges {
 			case trainable:
 				e.RootScatter += d.reduceDT.Bytes(rn)
 			case d.Mode == DistFSDP:
-				var ref int64
-				for _, pi := range g.params {
-					if d.p.Params[pi].Reference {
-						ref += d.p.Params[pi].Numel
-					}
-				}
-				e.RefGather += d.gatherDT.Bytes(ref)
+				e.RefGather += d.gatherDT.Bytes(d.refNumel(g))
 			}
 		}
 	}
