@@ -45,14 +45,11 @@ func (a *Attention) checkDifferential(path string) error {
 	return nil
 }
 
-// checkDifferentialLayout: tensor and context parallelism are refused
-// (CheckLayout and FitsLayout).
-func (a *Attention) checkDifferentialLayout(path string, par core.Parallelism) error {
-	if a.Differential && (par.TP > 1 || par.CP > 1) {
-		return &units.Error{Path: path, Msg: "tensor and context parallelism are not modelled for DiffLlama's differential attention (its group norm pairs head i with head i + heads/2)",
-			Hint: "use tp=1 and cp=1 (FSDP shards it)"}
-	}
-	return nil
+// differentialLayoutError: tensor and context parallelism are refused
+// (Attention.layoutRefusal).
+func differentialLayoutError(path string) error {
+	return &units.Error{Path: path, Msg: "tensor and context parallelism are not modelled for DiffLlama's differential attention (its group norm pairs head i with head i + heads/2)",
+		Hint: "use tp=1 and cp=1 (FSDP shards it)"}
 }
 
 // differential lowers the two calls and their combination from the

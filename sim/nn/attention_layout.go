@@ -27,13 +27,24 @@ func (a *Attention) perRank(tp int64) *Attention {
 // (GQA), replicated when there are fewer kv heads than ranks (as vLLM and
 // Megatron-Bridge do for tp > num_query_groups).
 func (a *Attention) checkTP(path string, tp int64) error {
-	if a.Heads%tp != 0 {
+	switch a.tpRefusal(tp) {
+	case attnTPHeads:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
-	}
-	if kv := a.Kv(); kv%tp != 0 && tp%kv != 0 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
+	case attnTPKVHeads:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, a.Kv())}
 	}
 	return nil
+}
+
+// tpRefusal is checkTP's check: attnFits, or which heads tp does not split.
+func (a *Attention) tpRefusal(tp int64) attnRefusal {
+	if a.Heads%tp != 0 {
+		return attnTPHeads
+	}
+	if kv := a.Kv(); kv%tp != 0 && tp%kv != 0 {
+		return attnTPKVHeads
+	}
+	return attnFits
 }
 
 func (a *Attention) InDim() int64 {
@@ -44,40 +55,81 @@ func (a *Attention) InDim() int64 {
 }
 func (a *Attention) OutDim() int64 { return a.Dim }
 
-// CheckLayout checks that tensor parallelism divides the heads (checkTP),
-// and Ulysses the heads of each tensor-parallel rank (checkUlysses).
-func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
-	if err := a.checkTP(path, max(par.TP, 1)); err != nil {
-		return err
+// attnRefusal names the first of the attention's layout checks that
+// refuses a layout (Attention.layoutRefusal): CheckLayout words it,
+// FitsLayout asks whether there is one, so that the two cannot disagree.
+type attnRefusal uint8
+
+const (
+	attnFits         attnRefusal = iota
+	attnTPHeads                  // tp does not divide the heads (checkTP)
+	attnTPKVHeads                // tp neither divides the kv heads nor is a multiple of them (checkTP)
+	attnTPAdapters               // tp > 1 with adapters or a wider input (Zamba2's shared attention)
+	attnTPSubNorm                // tp > 1 with a norm before o_proj (BitNet)
+	attnTPWideQKNorm             // tp > 1 with q_norm/k_norm over all the heads (OLMo 2)
+	attnDifferential             // tp or cp > 1 on DiffLlama's differential attention
+	attnM3                       // tp or cp > 1 on MiniMax M3's sparse layers
+	attnUlysses                  // Ulysses' cp does not split each rank's heads (checkUlysses)
+)
+
+// layoutRefusal is the attention's layout rule, its checks in order:
+// tensor parallelism divides the heads (tpRefusal), is not asked of a
+// layer it is not modelled for, and Ulysses divides the heads of each
+// tensor-parallel rank (ulyssesSplit).
+func (a *Attention) layoutRefusal(par core.Parallelism) attnRefusal {
+	n := par.Norm()
+	if r := a.tpRefusal(n.TP); r != attnFits {
+		return r
 	}
-	if (a.InWidth > 0 || a.AdapterRank > 0) && par.TP > 1 {
+	switch {
+	case (a.InWidth > 0 || a.AdapterRank > 0) && n.TP > 1:
+		return attnTPAdapters
+	case a.SubNorm && n.TP > 1:
+		return attnTPSubNorm
+	case a.QKNormWide && n.TP > 1:
+		return attnTPWideQKNorm
+	case a.Differential && (n.TP > 1 || n.CP > 1):
+		return attnDifferential
+	case a.M3Indexer != nil && (n.TP > 1 || n.CP > 1):
+		return attnM3
+	}
+	if _, _, _, ok := a.ulyssesSplit(n); !ok {
+		return attnUlysses
+	}
+	return attnFits
+}
+
+// CheckLayout words layoutRefusal's refusal.
+func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
+	n := par.Norm()
+	switch a.layoutRefusal(par) {
+	case attnFits:
+		return nil
+	case attnTPHeads, attnTPKVHeads:
+		return a.checkTP(path, n.TP)
+	case attnTPAdapters:
 		return &units.Error{Path: path, Msg: "tensor parallelism is not modelled for an attention with adapters or a wider input (Zamba2's shared attention)",
 			Hint: "use tp=1 (FSDP shards it)"}
-	}
-	if a.SubNorm && par.TP > 1 {
+	case attnTPSubNorm:
 		return &units.Error{Path: path, Msg: "tensor parallelism is not modelled for an attention with a norm over its output before o_proj (BitNet's attn_sub_norm: each rank would norm a shard of the features)",
 			Hint: "use tp=1 (FSDP shards it)"}
-	}
-	if err := a.checkWideQKNorm(path, par.TP); err != nil {
-		return err
-	}
-	if err := a.checkDifferentialLayout(path, par); err != nil {
-		return err
-	}
-	if err := a.checkM3Layout(path, par); err != nil {
-		return err
+	case attnTPWideQKNorm:
+		return wideQKNormError(path, n.TP)
+	case attnDifferential:
+		return differentialLayoutError(path)
+	case attnM3:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d, cp=%d: tensor and context parallelism are not modelled for MiniMax M3's sparse layers (the indexer scores every query against every key, and its mask covers every head)", n.TP, n.CP),
+			Hint: "use tp=1 and cp=1 (FSDP or ZeRO shard the model)"}
 	}
 	return a.checkUlysses(path, par)
 }
 
-// checkM3Layout refuses tensor and context parallelism on a layer with
-// MiniMax M3's indexer (M3Indexer).
-func (a *Attention) checkM3Layout(path string, par core.Parallelism) error {
-	if n := par.Norm(); a.M3Indexer != nil && (n.CP > 1 || n.TP > 1) {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d, cp=%d: tensor and context parallelism are not modelled for MiniMax M3's sparse layers (the indexer scores every query against every key, and its mask covers every head)", n.TP, n.CP),
-			Hint: "use tp=1 and cp=1 (FSDP or ZeRO shard the model)"}
-	}
-	return nil
+// FitsLayout is CheckLayout(path, par) == nil without the refusal
+// (core.LayoutFitter): the layout check's path-free pass asks it at
+// every layout a search enumerates, and refused tens of thousands of
+// them, at their first attention, with an error each it dropped.
+func (a *Attention) FitsLayout(par core.Parallelism) bool {
+	return a.layoutRefusal(par) == attnFits
 }
 
 // CheckPacking: packed documents need flash attention's varlen kernel

@@ -116,13 +116,10 @@ func (a *Attention) wideQKNorm(b *core.Builder, q, k core.Value, h, kv, d int64)
 	return olmo2Norm(b, "q_norm", q, h*d), olmo2Norm(b, "k_norm", k, kv*d)
 }
 
-// checkWideQKNorm: a norm over the whole projection needs every head's
+// wideQKNormError: a norm over the whole projection needs every head's
 // sum of squares, which tensor parallelism splits (an all-reduce memsh
-// does not model).
-func (a *Attention) checkWideQKNorm(path string, tp int64) error {
-	if a.QKNormWide && tp > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: q_norm and k_norm over all the heads (OLMo 2, OLMoE) are not modelled under tensor parallelism", tp),
-			Hint: "use tp=1 (dp, fsdp or zero)"}
-	}
-	return nil
+// does not model; Attention.layoutRefusal).
+func wideQKNormError(path string, tp int64) error {
+	return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: q_norm and k_norm over all the heads (OLMo 2, OLMoE) are not modelled under tensor parallelism", tp),
+		Hint: "use tp=1 (dp, fsdp or zero)"}
 }

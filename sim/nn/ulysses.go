@@ -92,15 +92,3 @@ func (a *Attention) ulyssesSplit(par core.Parallelism) (cp, n int64, kv, ok bool
 	}
 	return 0, 0, false, true
 }
-
-// FitsLayout is CheckLayout(path, par) == nil without the refusal
-// (core.LayoutFitter): the layout check's path-free pass asks it at
-// every layout a search enumerates, and refused tens of thousands of
-// them, at their first attention, with an error each it dropped.
-func (a *Attention) FitsLayout(par core.Parallelism) bool {
-	if a.SubNorm && par.TP > 1 || a.checkTP("", max(par.TP, 1)) != nil || a.checkWideQKNorm("", par.TP) != nil || a.checkDifferentialLayout("", par) != nil || a.checkM3Layout("", par) != nil {
-		return false
-	}
-	_, _, _, ok := a.ulyssesSplit(par)
-	return ok
-}
