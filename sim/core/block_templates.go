@@ -51,12 +51,10 @@ type BlockTemplates struct {
 	spare []*blockTemplate
 	// conf and policy are a lookup's (template), sides the builder as
 	// each block being lowered began (a block may lower another inside
-	// it) and now as it ended (sameAs): held here, not on the stack,
-	// because reflect.DeepEqual takes their addresses (or their fields').
+	// it; block_sides.go).
 	conf   lowerConf
 	policy Checkpoint
 	sides  []sides
-	now    sides
 }
 
 // Copies is how many blocks lowerings copied from t's templates.
@@ -179,7 +177,7 @@ func (c *lowerConf) same(d *lowerConf) bool {
 func sameCheckpoint(a, b *Checkpoint) bool {
 	if a.Mode != b.Mode || a.Every != b.Every || a.Selective != b.Selective || a.Reentrant != b.Reentrant ||
 		a.NoEarlyStop != b.NoEarlyStop || a.InputGrad != b.InputGrad || a.Budget != b.Budget ||
-		!sameStrings(a.Modules, b.Modules) || !sameStrings(a.Save, b.Save) ||
+		!sameList(a.Modules, b.Modules) || !sameList(a.Save, b.Save) ||
 		(a.Blocks == nil) != (b.Blocks == nil) || len(a.Blocks) != len(b.Blocks) {
 		return false
 	}
@@ -189,54 +187,6 @@ func sameCheckpoint(a, b *Checkpoint) bool {
 		}
 	}
 	return true
-}
-
-// sameStrings is reflect.DeepEqual of two string slices: both nil or
-// neither, and the same strings.
-func sameStrings(a, b []string) bool {
-	return (a == nil) == (b == nil) && slices.Equal(a, b)
-}
-
-// sides are the builder and the program header as a block's lowering
-// began, and the lengths of the builder's maps and lists it fills in
-// place (a copy of the builder shares them): keepTemplate keeps the
-// block only if its lowering left them as they were, but for the
-// builder's progress (sameAs) and the program's lists, which progCounts
-// and copyable cover.
-type sides struct {
-	b                                      Builder
-	p                                      Program
-	teInput, aoGrad, aoFP8, loraHits, dead int
-}
-
-// of sets s to b's sides now.
-func (s *sides) of(b *Builder) {
-	*s = sides{b: *b, p: *b.P, teInput: len(b.teInput), aoGrad: len(b.aoInput.grad), aoFP8: len(b.aoInput.fp8), loraHits: len(b.loraHits)}
-	if b.dead != nil {
-		s.dead = len(*b.dead)
-	}
-}
-
-// sameAs says whether b is as s was but for its progress: the program
-// it appends to, the module path, the names taken, the block index, the
-// copies' arena, the input watched for its name, the scopes, the funcs
-// (never equal by reflect.DeepEqual) and Megatron's fused inputs (the
-// copied block's values, which no layer after it reads); and b's
-// program as s's but for its lists.
-func (s *sides) sameAs(b *Builder, now *sides) bool {
-	now.of(b)
-	x, y := &s.b, &now.b
-	for _, z := range [...]*Builder{x, y} {
-		z.P, z.prefix, z.names, z.taken, z.block, z.clones, z.inName, z.scopes, z.unscope, z.stop, z.fusedInputs, z.templates =
-			nil, "", nil, nil, 0, cloneArena{}, nameWatch{}, nil, nil, nil, nil, nil
-	}
-	p, q := &s.p, &now.p
-	for _, z := range [...]*Program{p, q} {
-		z.Ops, z.Values, z.Params, z.Regions, z.Graphs, z.Comm, z.Buffers = nil, nil, nil, nil, nil, nil, nil
-		z.Held, z.HeldForward, z.HeldBackward, z.Tables = nil, nil, nil, nil
-	}
-	return s.teInput == now.teInput && s.aoGrad == now.aoGrad && s.aoFP8 == now.aoFP8 && s.loraHits == now.loraHits &&
-		s.dead == now.dead && reflect.DeepEqual(x, y) && reflect.DeepEqual(p, q)
 }
 
 // template returns the template block b.block may be copied from: one
@@ -274,7 +224,7 @@ func (b *Builder) template(l Layer, x Value, positionIDs bool) *blockTemplate {
 // configuration then is the one it was lowered under.
 func (b *Builder) keepTemplate(c *blockCopy, side *sides, positionIDs bool) {
 	ts := b.templates
-	if len(ts.list) >= maxBlockTemplates || !b.selfContained(c) || !side.sameAs(b, &ts.now) {
+	if len(ts.list) >= maxBlockTemplates || !b.selfContained(c) || !side.sameAs(b) {
 		return
 	}
 	t := new(blockTemplate)
