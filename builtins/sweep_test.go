@@ -104,7 +104,9 @@ func TestSweepErrors(t *testing.T) {
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, tp = [0])", err: "tp values must be at least 1 (got 0)"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, max_layouts = 0)", err: "max_layouts must be at least 1 (got 0)"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, max_layouts = 10)", err: "the search space has more than 10 layouts"},
-		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = None, tp = [3]).notes[-1]", want: `"no layout fits: more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help"`},
+		// tp=3 splits 8 GPUs no way: no layout in the space, and why.
+		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = None, tp = [3]).notes[-1]", want: `"no layout in the space (the combinations above): widen tp=, pp=, cp= or micro_batch= (None tries every one), or give a global_batch that a data-parallel degree divides"`},
+		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = None, tp = [3]).notes[-2]", want: `"  skipped 12 combinations of degrees: tp x cp x pp = 3, 6, 12, 24, 48 or 96 does not divide the 8 GPUs"`},
 	})
 }
 

@@ -73,7 +73,9 @@ func SearchBuiltins() []host.Builtin {
 			"tp, pp, cp, cp_mode, ep, expert_tp (a MoE's only), dp, dp_replicate, sharding, offload (with offload=), micro_batch, micro_batches, schedule, virtual_stages, " +
 			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +
 			"headroom, front, plan (simulate(row[\"plan\"]) or replace() it) and report; t.notes say what was explored: the " +
-			"layouts, those the plan rejected (by reason), pruned by each bound, dominated (by the bound or by a stage's replay), replayed; " +
+			"layouts, those the plan rejected (by reason), pruned by each bound, dominated (by the bound or by a stage's replay), replayed, " +
+			"and the combinations of degrees that make no layout, by cause (dp not dividing global_batch, no micro_batch or virtual_stages " +
+			"of the lists that fits; tp x cp x pp not dividing the GPUs only when no layout is left): a space with no layout says why; " +
 			"emit(t) (memsh plot) " +
 			"and t.plot(\"front.svg\") draw step_time against device_used with the front ringed (`memsh doc tabulate` lists " +
 			"the table's methods). Runs on every core with a progress bar on a terminal; Ctrl-C, --timeout and --max-memory " +
@@ -404,6 +406,18 @@ func searchNotes(res *search.Result) []string {
 		}
 		notes = append(notes, fmt.Sprintf("  rejected %d: %s", r.Count, r.Why))
 	}
+	empty := s.Layouts+s.Invalid == 0
+	for _, r := range s.Skipped {
+		// tp x cp x pp over the GPUs is the cross product of the lists at
+		// work: worth saying only when nothing else is left.
+		if empty || !strings.HasPrefix(r.Why, "tp x cp x pp") {
+			what := "combinations"
+			if r.Count == 1 {
+				what = "combination"
+			}
+			notes = append(notes, fmt.Sprintf("  skipped %d %s of degrees: %s", r.Count, what, r.Why))
+		}
+	}
 	if len(res.Front) > 0 {
 		notes = append(notes, fmt.Sprintf("the Pareto front of step time and device memory: %d layouts (front=True; emit(t) or t.plot(\"front.svg\") draws it)", len(res.Front)))
 	}
@@ -413,6 +427,9 @@ func searchNotes(res *search.Result) []string {
 		// ZeRO-Infinity moves the optimizer state from the host to NVMe.
 		notes = append(notes, "no layout fits: some fail host_memory; offload=[..., \"nvme\"] (ZeRO-Infinity: the optimizer state on NVMe, zero3), "+
 			"more nodes, more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help")
+	case empty:
+		notes = append(notes, "no layout in the space (the combinations above): widen tp=, pp=, cp= or micro_batch= (None tries every one), "+
+			"or give a global_batch that a data-parallel degree divides")
 	case len(res.Rows) == 0:
 		notes = append(notes, "no layout fits: more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help")
 	}

@@ -18,7 +18,7 @@ func spaceProfiles(t *testing.T, base *core.Plan, sp Space) ([]*core.Plan, []pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	layouts, err := sp.enumerate(base)
+	layouts, _, err := sp.enumerate(base)
 	if err != nil {
 		t.Fatal(err)
 	}

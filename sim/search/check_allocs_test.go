@@ -21,7 +21,7 @@ func TestCheckLayoutAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layouts, err := sp.enumerate(base)
+	layouts, _, err := sp.enumerate(base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,17 @@ import (
 // Stats counts what a search did, so that a user can tell a true optimum
 // from an artefact of pruning.
 type Stats struct {
-	Layouts      int      // layouts of the space the plan accepts
-	Invalid      int      // layouts the plan rejects, or their lowering (core.LayoutError: layoutRefusals)
-	InvalidBy    []Reason // the rejections by rule, most first
-	PrunedStates int      // model states alone exceed the GPU (a lower bound)
-	PrunedMemory int      // model states and activations held for backward exceed the GPU (a lower bound)
-	Dominated    int      // not replayed: slower than a replayed layout that fits, and needing at least its memory
+	Layouts   int      // layouts of the space the plan accepts
+	Invalid   int      // layouts the plan rejects, or their lowering (core.LayoutError: layoutRefusals)
+	InvalidBy []Reason // the rejections by rule, most first
+	// Skipped are the combinations of the space's degrees that make no
+	// layout (tp x cp x pp not dividing the GPUs, dp not dividing the
+	// global batch, no micro-batch or stage split of the lists), by
+	// cause, most first: a space with no layout says why.
+	Skipped      []Reason
+	PrunedStates int // model states alone exceed the GPU (a lower bound)
+	PrunedMemory int // model states and activations held for backward exceed the GPU (a lower bound)
+	Dominated    int // not replayed: slower than a replayed layout that fits, and needing at least its memory
 	// StageDominated were not replayed in full either: slower than a
 	// replayed layout that fits, one of their pipeline stages (replayed
 	// in turn, the fullest by the bound first) needs at least its memory.
@@ -113,11 +118,11 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	layouts, err := sp.enumerate(base)
+	layouts, skipped, err := sp.enumerate(base)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{Stats: Stats{Skipped: skipped}}
 	total := 2 * len(layouts)
 	progress := func(done int) {
 		if sp.Progress != nil {

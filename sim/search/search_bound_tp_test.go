@@ -19,7 +19,7 @@ func TestSearchTPBoundPerLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layouts, err := sp.enumerate(base)
+	layouts, _, err := sp.enumerate(base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func enumerated(t *testing.T, base *core.Plan, space Space) (Space, []layout) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layouts, err := full.enumerate(base)
+	layouts, _, err := full.enumerate(base)
 	if err != nil {
 		t.Fatal(err)
 	}

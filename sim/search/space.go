@@ -412,8 +412,10 @@ func replicaSplits(dp, cp int64) []int64 {
 }
 
 // enumerate lists the layouts of the space in a fixed order, before the
-// plan checks them. It refuses a space larger than MaxLayouts.
-func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
+// plan checks them, and the combinations of degrees it passed over
+// without a layout, by cause (spaceGaps). It refuses a space larger than
+// MaxLayouts.
+func (sp Space) enumerate(base *core.Plan) ([]layout, []Reason, error) {
 	var out []layout
 	n := int64(0) // the repeated blocks pipeline stages split
 	if split, err := core.SplitStages(base.Model, core.Parallelism{}); err == nil {
@@ -439,6 +441,7 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 	// list of 112,880 grew by copies: nine tenths of enumerate's time,
 	// all of it on the search's one goroutine).
 	count := 0
+	var gaps spaceGaps // counted in the first pass
 	for pass := range 2 {
 		if pass == 1 {
 			out = make([]layout, 0, count)
@@ -452,22 +455,47 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 			}
 			for _, cp := range sp.CP {
 				for _, pp := range sp.PP {
-					if sp.GPUs%(tp*cp*pp) != 0 || (pp > 1 && n == 0) {
+					first := pass == 0
+					if sp.GPUs%(tp*cp*pp) != 0 {
+						if first {
+							gaps.gpus.add(tp * cp * pp)
+						}
+						continue
+					}
+					if pp > 1 && n == 0 {
+						if first {
+							gaps.noBlocks.add(pp)
+						}
 						continue
 					}
 					dp := sp.GPUs / (tp * cp * pp)
 					if sp.GlobalBatch%dp != 0 {
+						if first {
+							gaps.batch.add(dp)
+						}
 						continue
 					}
 					mbss := mbsOf(sp.GlobalBatch / dp)
 					chunks := sp.chunkings(n, pp)
+					if first {
+						switch {
+						case len(mbss) == 0:
+							gaps.micro.add(sp.GlobalBatch / dp)
+						case len(chunks) == 0:
+							gaps.stages.add(pp)
+						case len(experts) == 0:
+							gaps.experts.add(tp)
+						case !sp.anyVariantAt(dp, cp):
+							gaps.sharding.add(dp)
+						}
+					}
 					for _, ex := range experts {
 						for _, mode := range cpModes(sp.CPModes, cp) {
 							for si, sh := range sp.Sharding {
 								for _, sv := range sp.shardingVariants(sh, dp, cp) {
 									if pass == 0 {
 										if count += len(chunks) * len(mbss) * len(sp.Checkpoint); count > sp.MaxLayouts {
-											return nil, tooMany
+											return nil, nil, tooMany
 										}
 										continue
 									}
@@ -488,7 +516,7 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, gaps.reasons(sp), nil
 }
 
 // shardingVariant is one way to run a sharding: HSDP's replicas, and
@@ -527,6 +555,17 @@ func (sp Space) shardingVariants(sh string, dp, cp int64) []shardingVariant {
 		out = append(out, shardingVariant{rep: 1, offload: optimizerOnNVMe})
 	}
 	return out
+}
+
+// anyVariantAt says whether some sharding of the Sharding list has a
+// variant on dp x cp ranks (shardingVariants).
+func (sp Space) anyVariantAt(dp, cp int64) bool {
+	for _, sh := range sp.Sharding {
+		if len(sp.shardingVariants(sh, dp, cp)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // anyShardingVariant says whether some sharding of the Sharding list

@@ -109,7 +109,7 @@ func TestEnumerateMaxLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := sp.enumerate(base)
+	all, _, err := sp.enumerate(base)
 	if err != nil || len(all) < 100 || cap(all) != len(all) {
 		t.Fatalf("%d layouts (room for %d), %v", len(all), cap(all), err)
 	}
@@ -118,7 +118,7 @@ func TestEnumerateMaxLayouts(t *testing.T) {
 		refuse bool
 	}{{len(all), false}, {len(all) + 1, false}, {len(all) - 1, true}, {1, true}} {
 		sp.MaxLayouts = c.max
-		got, err := sp.enumerate(base)
+		got, _, err := sp.enumerate(base)
 		switch {
 		case c.refuse && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d layouts", c.max))):
 			t.Errorf("max %d of %d: %v", c.max, len(all), err)
