@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // TestSpaceGaps: the combinations of degrees that make no layout are
