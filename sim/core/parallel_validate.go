@@ -32,8 +32,11 @@ func (raw Parallelism) Validate() error {
 	if err := par.validZeroSizes(); err != nil { // zero_sizes.go
 		return err
 	}
-	if v := par.FSDPVersion; v != 0 && (v < 1 || v > 2 || !par.FSDP) {
-		return parallelErr("fsdp version must be 1 or 2 with fsdp on (got %d)", v)
+	if v := par.FSDPVersion; v != 0 && (v < 1 || v > 2) {
+		return parallelErr("fsdp version must be 1 or 2 (got %d)", v)
+	}
+	if v := par.FSDPVersion; v != 0 && !par.FSDP {
+		return parallelErr("fsdp version %d without fsdp on", v)
 	}
 	if par.FSDP && par.Zero > 0 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}

@@ -284,22 +284,33 @@ func (d *distState) rootNumel(g paramGroup) (numel, fp8 int64) {
 // quantComm is the all-gather of sharded quantized weights per step
 // (they are frozen: no gradient to reduce).
 func (d *distState) quantComm() []core.CommRecord {
-	if d.Mode != DistFSDP && (d.Mode != DistZeRO || d.Par.Zero != 3) {
-		return nil
-	}
 	var b int64
 	for pi := range d.p.Params {
-		p := &d.p.Params[pi]
-		if p.Quant == "" || p.TiedTo >= 0 {
-			continue
-		}
-		if d.Mode == DistFSDP && !d.fsdp1 {
-			b += d.quantGathered(int32(pi), d.Degree(int32(pi)))
-		} else {
-			b += d.quantStorageDT().Bytes(d.quantCodes(int32(pi)))
+		if p := &d.p.Params[pi]; p.Quant != "" && p.TiedTo < 0 {
+			b += d.QuantGatherBytes(p)
 		}
 	}
-	if b == 0 {
+	return d.QuantGathers(b)
+}
+
+// QuantGatherBytes is the bytes one gather of quantized parameter p
+// moves under ZeRO-3 or FSDP: FSDP2's sharded tensors padded to the
+// ranks (quantGathered), FSDP1's and ZeRO-3's codes in the storage dtype
+// (quantCodes). The search prices its profiles' quantized weights with
+// it, from their quantization and shape alone (p need not be one of the
+// program's).
+func (d *distState) QuantGatherBytes(p *core.ParamInfo) int64 {
+	if d.Mode == DistFSDP && !d.fsdp1 {
+		return d.quantGatheredOf(p, d.degreeOf(p.Role))
+	}
+	return d.quantStorageDT().Bytes(d.quantCodesOf(p))
+}
+
+// QuantGathers is a step's all-gathers of quantized weights of b bytes
+// a gather (QuantGatherBytes summed): each micro-batch's passes gather
+// them; none where the sharding does not shard them.
+func (d *distState) QuantGathers(b int64) []core.CommRecord {
+	if b == 0 || d.Mode != DistFSDP && (d.Mode != DistZeRO || d.Par.Zero != 3) {
 		return nil
 	}
 	gathers, perMB := d.passGathers()

@@ -16,16 +16,23 @@ import (
 
 // quantTensors is parameter pi's quantized storage as sharding sees it.
 func (d *distState) quantTensors(pi int32) []core.QuantTensor {
-	p := &d.p.Params[pi]
+	return d.quantTensorsOf(&d.p.Params[pi])
+}
+
+// quantTensorsOf is quantTensors of a parameter p.
+func (d *distState) quantTensorsOf(p *core.ParamInfo) []core.QuantTensor {
 	return core.QuantTensors(p.Quant, p.Shape, d.plan.QuantStorage, d.plan.Precision.Params)
 }
 
 // quantCodes is the elements of parameter pi's sharded codes in the
 // storage dtype (bitsandbytes' quant_storage): what FSDP1's flat
 // parameter and ZeRO-3's partition hold of it.
-func (d *distState) quantCodes(pi int32) int64 {
+func (d *distState) quantCodes(pi int32) int64 { return d.quantCodesOf(&d.p.Params[pi]) }
+
+// quantCodesOf is quantCodes of a parameter p.
+func (d *distState) quantCodesOf(p *core.ParamInfo) int64 {
 	var n int64
-	for _, t := range d.quantTensors(pi) {
+	for _, t := range d.quantTensorsOf(p) {
 		if t.Sharded {
 			n += t.Elems
 		}
@@ -91,8 +98,13 @@ func (d *distState) quantShardFSDP2(r *Replay, pi int32, n int64) int64 {
 // parameter pi over n ranks (FSDP2 and ZeRO-3; FSDP1 counts it in its
 // unit's flat parameter).
 func (d *distState) quantGathered(pi int32, n int64) int64 {
+	return d.quantGatheredOf(&d.p.Params[pi], n)
+}
+
+// quantGatheredOf is quantGathered of a parameter p.
+func (d *distState) quantGatheredOf(p *core.ParamInfo, n int64) int64 {
 	var b int64
-	for _, t := range d.quantTensors(pi) {
+	for _, t := range d.quantTensorsOf(p) {
 		if t.Sharded {
 			b += ceilDiv(t.Elems, n) * n * t.Size
 		}

@@ -233,8 +233,12 @@ func (d *distState) root(pi int32) int32 {
 // degree is the sharding degree of parameter pi: expert parameters are
 // sharded over the expert-data-parallel group (dp/ep ranks hold the same
 // experts; DeepSpeed-MoE and Megatron after PR #4687 alike).
-func (d *distState) Degree(pi int32) int64 {
-	if IsExpertRole(d.p.Params[pi].Role) {
+func (d *distState) Degree(pi int32) int64 { return d.degreeOf(d.p.Params[pi].Role) }
+
+// degreeOf is the sharding degree of a parameter of role: the expert
+// data-parallel group's for an expert's, else dp.
+func (d *distState) degreeOf(role core.Role) int64 {
+	if IsExpertRole(role) {
 		return d.edp
 	}
 	return d.dp

@@ -161,7 +161,12 @@ func TestReplacedLayout(t *testing.T) {
 // QLoRA: 4-bit and 8-bit frozen weights hold their codes' bytes, not the
 // parameters' dtype, and the memory bound counts them so. With short
 // sequences the model states are most of each GPU's memory, so a bound
-// that counted the weights in fp32 would exceed the replay.
+// that counted the weights in fp32 would exceed the replay. Over a slow
+// network (two nodes at 1 GB/s: slow=true), where ZeRO-3's and FSDP's
+// gathers of the quantized weights are most of the step, the fast path's
+// step time is still the replay's: it priced them as dense bf16 weights
+// (1.7-2x the replay's step) before their gathers were replay's
+// (QuantGatherBytes, stand_in.go quantGathers).
 func TestSearchQuantBoundBelowReplay(t *testing.T) {
 	llama := testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash")
 	for _, c := range []struct {
@@ -176,24 +181,32 @@ func TestSearchQuantBoundBelowReplay(t *testing.T) {
 		{"nf4", "bf16", units.BF16, core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}},
 		{"torchao-nf4", "bf16-mixed", units.InvalidDType, core.Parallelism{DP: 8, FSDP: true}},
 	} {
-		t.Run(c.quant+" "+c.par.String(), func(t *testing.T) {
-			p := testmodels.LlamaPlan(llama, 1, 64, c.prec, "none", "H100-80GB")
-			p.Quant, p.QuantStorage, p.Parallel = c.quant, c.storage, c.par
-			p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
-			p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: max(c.par.GPUs(), 1)}
-			_, _, fe := fastPathOf(t, p)
-			r, err := sim.Evaluate(p, core.Options{})
-			if err != nil {
-				t.Fatal(err)
+		for _, slow := range []bool{false, true} {
+			if slow && c.par.GPUs() <= 1 {
+				continue
 			}
-			if used := DeviceMemory(r); fe.minStates > used || fe.minDevice > used {
-				t.Errorf("bound: states %d, with activations %d; replay %d", fe.minStates, fe.minDevice, used)
-			}
-			if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
-				t.Errorf("step time: fast path %.12g, replay %.12g", fe.time.StepSeconds, r.Time.StepSeconds)
-			}
-			t.Logf("bound %d of %d", fe.minDevice, DeviceMemory(r))
-		})
+			t.Run(fmt.Sprintf("%s %s slow=%v", c.quant, c.par.String(), slow), func(t *testing.T) {
+				p := testmodels.LlamaPlan(llama, 1, 64, c.prec, "none", "H100-80GB")
+				p.Quant, p.QuantStorage, p.Parallel = c.quant, c.storage, c.par
+				p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+				p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: max(c.par.GPUs(), 1)}
+				if slow {
+					p.Cluster = hw.Cluster{Nodes: 2, GPUsPerNode: max(c.par.GPUs()/2, 1), InterGBps: 1}
+				}
+				_, _, fe := fastPathOf(t, p)
+				r, err := sim.Evaluate(p, core.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if used := DeviceMemory(r); fe.minStates > used || fe.minDevice > used {
+					t.Errorf("bound: states %d, with activations %d; replay %d", fe.minStates, fe.minDevice, used)
+				}
+				if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
+					t.Errorf("step time: fast path %.12g, replay %.12g", fe.time.StepSeconds, r.Time.StepSeconds)
+				}
+				t.Logf("bound %d of %d", fe.minDevice, DeviceMemory(r))
+			})
+		}
 	}
 }
 
@@ -202,13 +215,32 @@ func TestSearchQuantBoundBelowReplay(t *testing.T) {
 // most of the memory: the rows, the front and every bound are brute
 // force's, and FSDP2's layouts, which do not shard bitsandbytes' weights,
 // are counted among the rejected.
+//
+// On two nodes joined at 1 GB/s (slow) the gathers of the quantized
+// weights are most of a ZeRO-3 or FSDP1 step, and the front is still
+// brute force's.
 func TestSearchQLoRAEqualsBruteForce(t *testing.T) {
-	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16-mixed", "none", "H100-80GB")
+	for _, slow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) { qloraEqualsBruteForce(t, slow) })
+	}
+}
+
+func qloraEqualsBruteForce(t *testing.T, slow bool) {
+	prec := "bf16-mixed"
+	if slow {
+		prec = "bf16" // FSDP1 flattens one dtype per unit: the codes' storage and the parameters' are bf16
+	}
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 256, prec, "none", "H100-80GB")
 	base.Quant, base.QuantStorage = "nf4", units.BF16
 	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
 	toyMemory(base, 11<<28) // small enough that the bounds prune (2.75 GiB: a pipeline's NCCL send/recv buffers, 384 MiB, are above 2.5 GiB's margin)
+	shardings := []string{"ddp", "zero1", "zero3", "fsdp"}
+	if slow {
+		base.Cluster = hw.Cluster{Nodes: 2, GPUsPerNode: 4, InterGBps: 1}
+		base.Parallel = core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1} // carried: FSDP1 shards bitsandbytes' weights (FSDP2 refuses them)
+	}
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
-		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
+		MicroBatch: []int64{1, 2}, Sharding: shardings, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
 	if res.Stats.Invalid == 0 {
 		t.Errorf("no layout rejected: FSDP2 does not shard bitsandbytes' 4-bit weights")
@@ -402,6 +434,42 @@ func TestSearchZeroSizesEqualsBruteForce(t *testing.T) {
 			if !seen[k] {
 				t.Errorf("base %s: no %s layout among the rows: the test checks nothing of it", layout, k)
 			}
+		}
+	}
+}
+
+// A LoRA plan in bf16 without autocast keeps PEFT's fp32 adapters on one
+// GPU and under DDP, and ZeRO's engine casts them to bf16
+// (core.Plan.AdapterDType): the two lower differently, so they do not
+// share a profile (they did: a ZeRO-1 layout was priced with DDP's fp32
+// adapters, 0.0147 s for a 0.0129 s replay on a slow network). Without
+// LoRA the two lower alike in bf16: one profile.
+func TestProfileKeyAdapters(t *testing.T) {
+	for _, c := range []struct {
+		lora bool
+		same bool
+	}{{true, false}, {false, true}} {
+		base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16", "none", "H100-80GB")
+		if c.lora {
+			base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+		}
+		sp, err := Space{GPUs: 8, GlobalBatch: 8, TP: []int64{1}, PP: []int64{1}, CP: []int64{1}, MicroBatch: []int64{1},
+			Sharding: []string{"ddp", "zero1"}, Checkpoint: []string{"none"}}.defaults(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layouts, _, err := sp.enumerate(base)
+		if err != nil || len(layouts) != 2 {
+			t.Fatalf("%d layouts, %v", len(layouts), err)
+		}
+		var keys [2]profileKey
+		for i, l := range layouts {
+			var p core.Plan
+			sp.planInto(&p, base, l)
+			keys[i] = sp.keyOf(&p, l)
+		}
+		if (keys[0] == keys[1]) != c.same {
+			t.Errorf("lora %v: ddp's profile key %+v, zero1's %+v: same %v, want %v", c.lora, keys[0], keys[1], keys[0] == keys[1], c.same)
 		}
 	}
 }

@@ -52,6 +52,12 @@ type paramEntry struct {
 	// replay's quant_shard.go). quantWhole is 0 for a weight in the
 	// parameters' dtype.
 	quantWhole, quantSplit, quantKept int64
+	// quant and shape: a quantized weight's scheme and shape (the
+	// profile's parameter's, shared, never written), from which replay
+	// works out what a gather of it moves (QuantGatherBytes: the search's
+	// stand-in program holds no quantized weight).
+	quant string
+	shape []int64
 }
 
 // paramAgg is a multiset of parameters.
@@ -79,6 +85,7 @@ func aggParams(ps []core.ParamInfo, p *core.Plan, edges *replay.EdgeClassifier) 
 		}
 		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, root: roots[i], edge3: edges3[i], n: 1}
 		if q.Quant != "" {
+			e.quant, e.shape = q.Quant, q.Shape
 			e.quantWhole = core.QuantBytes(q.Quant, q.Shape)
 			for _, t := range core.QuantTensors(q.Quant, q.Shape, p.QuantStorage, p.Precision.Params) {
 				if t.Sharded {
@@ -123,7 +130,8 @@ func (a paramAgg) merge(b paramAgg, k int64) paramAgg {
 		for i := range a {
 			o := &a[i]
 			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable && o.root == e.root && o.edge3 == e.edge3 &&
-				o.quantWhole == e.quantWhole && o.quantSplit == e.quantSplit && o.quantKept == e.quantKept {
+				o.quantWhole == e.quantWhole && o.quantSplit == e.quantSplit && o.quantKept == e.quantKept &&
+				o.quant == e.quant && (e.quant == "" || slices.Equal(o.shape, e.shape)) {
 				o.n += k * e.n
 				found = true
 				break

@@ -2,6 +2,7 @@ package search
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // plan builds layout l's plan from base.
@@ -76,11 +77,14 @@ func (sp *Space) planInto(p *core.Plan, base *core.Plan, l layout) {
 // context and expert degrees (the experts' tensor-parallel one too),
 // sequence parallelism, micro-batch and checkpointing, and the casts of
 // the sharding (DeepSpeed and FSDP run mixed precision without
-// autocast's weight copies).
+// autocast's weight copies; a LoRA plan in bf16 or fp16 without autocast
+// keeps PEFT's fp32 adapters on one GPU and under DDP, where ZeRO's and
+// FSDP's engines cast them to the model's dtype: core.Plan.AdapterDType).
 type profileKey struct {
 	tp, cp, ep, mbs          int64
 	sp, active, wholeExperts bool
 	cpMode                   cpMode
+	adapters                 units.DType
 	ckpt, casts              string
 }
 
@@ -107,5 +111,5 @@ func (sp *Space) keyOf(p *core.Plan, l layout) profileKey {
 		casts = "deepspeed"
 	}
 	return profileKey{tp: l.tp, cp: l.cp, ep: l.ep, mbs: l.mbs, sp: par.SequenceParallel, active: par.Active(),
-		wholeExperts: l.wholeExperts, cpMode: l.cpMode, ckpt: sp.Checkpoint[l.ckpt], casts: casts}
+		wholeExperts: l.wholeExperts, cpMode: l.cpMode, adapters: p.AdapterDType(), ckpt: sp.Checkpoint[l.ckpt], casts: casts}
 }

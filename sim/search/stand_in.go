@@ -17,10 +17,16 @@ import (
 // FSDP1's adapters, wrapped on their own (their role places them), and
 // what ZeRO-3 keeps gathered, each too small to be gathered
 // (stage3_param_persistence_threshold): those are listed one by one.
+// Quantized weights are left out: replay gathers them apart from the
+// others (quantComm), and the search prices them so (quantGathers).
 func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
-	atEdge := func(e paramEntry) bool { return e.root }
+	atEdge := func(e paramEntry) bool { return e.quant == "" && e.root }
 	if replay.ModeOf(p) == replay.DistZeRO {
-		atEdge = func(e paramEntry) bool { return e.edge3 }
+		atEdge = func(e paramEntry) bool { return e.quant == "" && e.edge3 }
+	}
+	offEdge := func(e paramEntry) bool { return e.quant == "" && !e.root }
+	if replay.ModeOf(p) == replay.DistZeRO {
+		offEdge = func(e paramEntry) bool { return e.quant == "" && !e.edge3 }
 	}
 	var inBlock string
 	if b := core.FirstBlockPath(p.Model); b != "" {
@@ -50,7 +56,7 @@ func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
 		}
 		if inBlock == "" {
 			for _, e := range a {
-				if e.trainable == trainable && !atEdge(e) {
+				if e.trainable == trainable && offEdge(e) {
 					for range e.n {
 						add(false, e.numel, trainable, e.expert)
 					}
@@ -58,7 +64,7 @@ func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
 			}
 			continue
 		}
-		dense, expert = a.numelIn(trainable, func(e paramEntry) bool { return !atEdge(e) })
+		dense, expert = a.numelIn(trainable, offEdge)
 		if dense > 0 {
 			add(false, dense, trainable, false)
 		}
@@ -67,4 +73,25 @@ func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
 		}
 	}
 	return ps
+}
+
+// quantGathers is the step's gathers of a's quantized weights under d's
+// sharding, as replay's quantComm counts a program's: each weight's
+// bytes from its scheme and shape (QuantGatherBytes).
+func quantGathers(d interface {
+	QuantGatherBytes(*core.ParamInfo) int64
+	QuantGathers(int64) []core.CommRecord
+}, a paramAgg) []core.CommRecord {
+	var b int64
+	for _, e := range a {
+		if e.quant == "" {
+			continue
+		}
+		q := core.ParamInfo{Quant: e.quant, Shape: e.shape, Numel: e.numel, TiedTo: -1}
+		if e.expert {
+			q.Role = "expert_fast"
+		}
+		b += e.n * d.QuantGatherBytes(&q)
+	}
+	return d.QuantGathers(b)
 }
