@@ -20,7 +20,9 @@ import (
 func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Value {
 	ep := b.Par.Epn()
 	if m.impl() == MoELoop && ep > 1 && (b.Quantizes(RoleExpertUp) || b.Lora != nil) {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+		// A refusal of the layout (ep), not of the model: a search rejects
+		// its ep > 1 layouts and keeps the rest.
+		panic(&core.LayoutError{Err: &units.Error{Path: b.Name(""),
 			Msg:  "quant= or lora= with expert parallelism on nn.Linear experts is not modelled (bitsandbytes and PEFT run one rank's nn.Linear experts)",
 			Hint: "drop ep= for QLoRA or LoRA, or model the experts as impl=\"grouped\""}})
 	}

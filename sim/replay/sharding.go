@@ -205,6 +205,19 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	return d, nil
 }
 
+// NewStandInDist is NewDist for a stand-in program (the search's: its
+// parameters alone, sim/search/stand_in.go) of a pipelined layout when
+// stage is set: FSDP2 keeps a stage's units gathered through the step
+// (pipeHold), as the Dist of a lowered stage program, which has a Stage,
+// does, so its gathers are counted once a step (passGathers).
+func NewStandInDist(plan *core.Plan, prog *core.Program, stage bool) (*distState, error) {
+	d, err := NewDist(plan, prog)
+	if d != nil && stage && d.Mode == DistFSDP && !d.fsdp1 {
+		d.pipeHold = true
+	}
+	return d, err
+}
+
 // ModeOf is the sharding mode of a distributed replay of plan (NewDist's
 // Mode; DistReplicated where no rule applies).
 func ModeOf(plan *core.Plan) DistMode {

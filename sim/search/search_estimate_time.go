@@ -139,7 +139,8 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	}
 	w.MbComm = u.comm
 	ps := standInParams(p, u.params)
-	d, err := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue, Labels: core.NoValue})
+	stand := &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue, Labels: core.NoValue}
+	d, err := replay.NewStandInDist(p, stand, par.PP > 1)
 	if err != nil { // the search's layouts wrap no fsdp_units: unreachable
 		d = nil
 	}
@@ -150,7 +151,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		w.ShardEdges = d.ShardEdges()
 		sharded = d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && par.DistributedOptimizer)
 		for c := range d.CommPerStep() {
-			if c.Group == "dp" || c.Group == "edp" || c.Group == "dp_replicate" {
+			if timing.DataParallelGroup(c.Group) {
 				w.DpComm = append(w.DpComm, c)
 			}
 		}

@@ -260,6 +260,16 @@ func (w *GpuWork) SetZeROOffloadCopies(plan *core.Plan, n int64) {
 	w.host -= w.gradCopy + float64(replay.AccumulateCopies(plan, w.Zero))*w.accCopy
 }
 
+// DataParallelGroup reports whether a step's collective over group is
+// one of the data-parallel reductions and gathers the time model prices
+// as dp_comm or fsdp_comm: over dp, the experts' data-parallel group
+// (edp) and HSDP's replicas (dp_replicate: the sharded gradients'
+// all-reduce across the shard groups, replay's stepComm). workOf and the
+// search's fast path both read it.
+func DataParallelGroup(group string) bool {
+	return group == "dp" || group == "edp" || group == "dp_replicate"
+}
+
 // workOf gathers the time model's inputs from a replayed program.
 // A pipeline stage's micro-batch program is lowered into bufs' lists
 // (nil: lists of its own).
@@ -286,7 +296,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 		w.Mode, w.Zero = r.Dist.Mode, par.Zero
 		w.ShardEdges = r.Dist.ShardEdges()
 		for c := range r.Dist.CommPerStep() {
-			if c.Group == "dp" || c.Group == "edp" {
+			if DataParallelGroup(c.Group) {
 				w.DpComm = append(w.DpComm, c)
 			}
 		}

@@ -1,0 +1,162 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// randomSearches is how many seeded random searches
+// TestSearchRandomEqualsBruteForce runs; MEMSH_SEARCH_RANDOM=N runs N
+// (the seeds 1..N: a failure names its seed, and the same seed builds the
+// same case).
+const randomSearches = 8
+
+// TestSearchRandomEqualsBruteForce: the search's rows and Pareto front
+// are brute force's (sameAsBruteForce) on seeded random spaces of 8 GPUs,
+// where the hand-written brute-force tests each hold one setting still:
+// the precision (bf16, bf16-mixed, fp16-mixed, fp32), LoRA and QLoRA,
+// FSDP1 or FSDP2 carried, a dense or MoE model, one node or two joined by
+// a slow network (where the gathers and reductions the fast path sums are
+// most of the step), the shardings, checkpointing and degrees of the
+// space, and a GPU small enough that the bounds prune. Its first run
+// found two defects a fast one-node network hid (a ZeRO layout priced
+// with DDP's profile, quantized weights' gathers counted as bf16:
+// TestProfileKeyAdapters, TestSearchQuantBoundBelowReplay).
+func TestSearchRandomEqualsBruteForce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays every layout of each space")
+	}
+	n := randomSearches
+	if s := os.Getenv("MEMSH_SEARCH_RANDOM"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			t.Fatalf("MEMSH_SEARCH_RANDOM=%q: want a positive count", s)
+		}
+	}
+	ran := 0
+	for seed := 1; seed <= n; seed++ {
+		base, space, what := randomSearch(uint64(seed))
+		t.Run(fmt.Sprintf("seed %d: %s", seed, what), func(t *testing.T) {
+			res, err := Run(context.Background(), base, space)
+			if err != nil {
+				t.Skipf("the base plan is refused: %v", err) // counted below
+			}
+			sameAsBruteForce(t, base, space, res, replayAll(t, base, space))
+			ran++
+		})
+	}
+	if ran < n/2 {
+		t.Errorf("only %d of %d random searches ran: the generator makes too many plans the search refuses", ran, n)
+	}
+}
+
+// randomSearch builds seed's base plan and space, and says what they are.
+func randomSearch(seed uint64) (*core.Plan, Space, string) {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	subset := func(xs ...string) []string { // a non-empty subset, in order
+		var out []string
+		for len(out) == 0 {
+			for _, x := range xs {
+				if r.IntN(2) == 0 {
+					out = append(out, x)
+				}
+			}
+		}
+		return out
+	}
+	ints := func(xs ...int64) []int64 {
+		var out []int64
+		for len(out) == 0 {
+			for _, x := range xs {
+				if r.IntN(2) == 0 {
+					out = append(out, x)
+				}
+			}
+		}
+		return out
+	}
+	model := testmodels.Llama(1024, 4, 16, 4, 2816, 32000, "flash")
+	kind := "llama"
+	if r.IntN(3) == 0 {
+		model, kind = smallMoE(), "moe"
+	}
+	prec := pick("bf16-mixed", "bf16", "fp16-mixed", "fp32")
+	seq := []int64{256, 1024}[r.IntN(2)]
+	base := testmodels.LlamaPlan(model, 1, seq, prec, "none", "H100-80GB")
+	what := fmt.Sprintf("%s %s seq %d", kind, prec, seq)
+	if r.IntN(2) == 0 {
+		base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+		what += ", lora"
+		if (prec == "bf16" || prec == "bf16-mixed") && r.IntN(2) == 0 {
+			base.Quant, base.QuantStorage = "nf4", units.BF16
+			what += " nf4"
+		}
+	}
+	if r.IntN(3) == 0 && (base.Quant == "" || prec == "bf16") { // FSDP1 flattens one dtype a unit: QLoRA's codes in bf16 with bf16 parameters
+		base.Parallel = core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1} // carried to the fsdp and hsdp layouts
+		what += ", fsdp1"
+	}
+	if r.IntN(2) == 0 {
+		gbps := []float64{1, 5, 25}[r.IntN(3)]
+		base.Cluster = hw.Cluster{Nodes: 2, GPUsPerNode: 4, InterGBps: gbps}
+		if base.Parallel.GPUs() == 1 {
+			base.Parallel = core.Parallelism{DP: 8} // the base plan's layout on its cluster (the space replaces it)
+		}
+		what += fmt.Sprintf(", 2 nodes at %g GB/s", gbps)
+	}
+	gib := int64(2 + r.IntN(5))
+	toyMemory(base, gib<<30)
+	what += fmt.Sprintf(", %d GiB", gib)
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: ints(1, 2, 4), PP: ints(1, 2), CP: []int64{1},
+		MicroBatch: ints(1, 2), Sharding: subset("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"),
+		Checkpoint: subset("none", "selective", "full"), Top: 3, Workers: 2}
+	if base.Cluster.Nodes == 2 {
+		space.GPUsPerNode = 4
+	}
+	what += fmt.Sprintf(", tp %v pp %v mbs %v %v %v", space.TP, space.PP, space.MicroBatch, space.Sharding, space.Checkpoint)
+	return base, space, what
+}
+
+// The layouts the first random searches found priced apart from their
+// replays, where the collectives are most of the step (sequences of 256
+// tokens): HSDP's all-reduce across replicas (the replay's time model
+// left the dp_replicate group out: 0.0094 s replayed, 0.0102 s by the
+// fast path) and FSDP2 on pipeline stages (the stand-in gathered the
+// units twice a micro-batch, where a stage holds them through the step:
+// 0.0091 s replayed, 0.0098 s by the fast path).
+func TestFastPathEqualsReplayCommBound(t *testing.T) {
+	for _, par := range []core.Parallelism{
+		{DP: 8, FSDP: true, DPReplicate: 4},
+		{DP: 4, PP: 2, FSDP: true},
+		{DP: 4, PP: 2, FSDP: true, DPReplicate: 2},
+	} {
+		p := testmodels.LlamaPlan(testmodels.Llama(1024, 4, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16-mixed", "none", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 4
+		_, _, fe := fastPathOf(t, p)
+		r, err := sim.Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
+			t.Errorf("%s: fast path %.9g s, replay %.9g s", par.String(), fe.time.StepSeconds, r.Time.StepSeconds)
+		}
+		var fsdp float64
+		for _, s := range r.Time.Breakdown {
+			if s.Name == "fsdp_comm" {
+				fsdp = s.Seconds
+			}
+		}
+		t.Logf("%s: %.6g s, fsdp_comm %.6g s", par.String(), r.Time.StepSeconds, fsdp)
+	}
+}
