@@ -77,6 +77,9 @@ mlp_only = train(model("m", linear(16, 16)), gpu = "A100-80GB")
 		{expr: "advise(tiny, top = 0)", err: "top must be at least 1, or None for every row (got 0)"},
 		{expr: "advise(tiny, budget = 1.5)", err: "budget must be a fraction in (0, 1] or bytes up to the GPU's 79.26 GiB (got 1.5)"},
 		{expr: "advise(tiny, budget = 200 * GiB)", err: "budget must be a fraction in (0, 1] or bytes up to the GPU's 79.26 GiB"},
+		{expr: "advise(tiny, budget = 200.0 * GiB)", err: "budget must be a fraction in (0, 1] or bytes up to the GPU's 79.26 GiB"},
+		// A float of bytes, as arithmetic on a report makes it: the same budget as the int.
+		{expr: "advise(tiny, budget = 0.5 * simulate(tiny).device_used).notes == advise(tiny, budget = int(0.5 * simulate(tiny).device_used)).notes", want: "True"},
 		{expr: "advise(tiny, budget = \"half\")", err: "budget must be None, bytes or a fraction of the GPU's memory (got string)"},
 		{expr: "advise(tiny, goal = \"speed\", budget = 1000)", err: `goal="speed" looks for faster plans that still fit, but this one does not fit`},
 		{expr: "max_batch(\"p\")", err: "max_batch: plan must be a plan from train() (got string)"},

@@ -41,7 +41,7 @@ func AdviseBuiltins() []host.Builtin {
 			"(against the plan as given, a fraction), tokens_per_s, why (which terms of the memory at the peak, saved " +
 			"activations or largest allocation shrink), cost (which time terms grow), plan (simulate() or replace() it) and report. " +
 			"goal=\"speed\" takes a plan that fits and lists faster plans that still fit. budget is the device memory the step " +
-			"may use: bytes (70 * GB) or a fraction of the GPU's (0.9); the default is all of it. top limits the rows " +
+			"may use: bytes (70 * GB; a float of a MiB or more is bytes too, rounded down: 0.9 * simulate(plan).device_used) or a fraction of the GPU's (0.9); the default is all of it. top limits the rows " +
 			"(None: all). The notes say when the plan fits already, which changes get past the failing allocation without " +
 			"fitting (a later failure), and, when nothing fits, the smallest GPU of the catalog and the fewest GPUs (FSDP) " +
 			"that would hold the plan as it is. A plan that fails train(host_memory=)'s check is advised from its replay " +
@@ -108,15 +108,20 @@ func adviseFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 }
 
 // budgetBytes reads advise()'s budget: None (the GPU's memory), bytes, or
-// a fraction of the GPU's memory.
+// a fraction of the GPU's memory. A float of a MiB or more is bytes too
+// (rounded down): 0.9 * simulate(plan).device_used is a float. A float
+// between 1 and a MiB (1.5) is neither: refused.
 func budgetBytes(v starlark.Value, plan *plans.Plan) (int64, error) {
 	capacity := plan.SimPlan().Device.Memory
 	switch x := v.(type) {
 	case starlark.NoneType:
 		return 0, nil
 	case starlark.Float:
-		if f := float64(x); f > 0 && f <= 1 {
+		switch f := float64(x); {
+		case f > 0 && f <= 1:
 			return int64(f * float64(capacity)), nil
+		case f >= 1<<20 && f <= float64(capacity):
+			return int64(f), nil
 		}
 	case starlark.Int:
 		n, ok := x.Int64()
