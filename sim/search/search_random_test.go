@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -115,16 +116,37 @@ func randomSearch(seed uint64) (*core.Plan, Space, string) {
 		}
 		what += fmt.Sprintf(", 2 nodes at %g GB/s", gbps)
 	}
+	switch r.IntN(6) { // settings the search carries into every layout
+	case 0:
+		if base.LoRA != nil { // float8 linears take no adapters
+			break
+		}
+		base.Float8 = core.Float8{Scaling: "tensorwise"}
+		what += ", float8"
+	case 1:
+		base.LossChunks = 4
+		what += ", loss_chunks 4"
+	case 2:
+		base.Optimizer = core.Optimizer{Kind: []core.OptimizerKind{core.SGD, core.Lion, core.Adafactor, core.AdamW8bit}[r.IntN(4)], Momentum: 0.9}
+		what += ", optimizer " + fmt.Sprint(base.Optimizer.Kind)
+	}
 	gib := int64(2 + r.IntN(5))
 	toyMemory(base, gib<<30)
 	what += fmt.Sprintf(", %d GiB", gib)
-	space := Space{GPUs: 8, GlobalBatch: 16, TP: ints(1, 2, 4), PP: ints(1, 2), CP: []int64{1},
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: ints(1, 2, 4), PP: ints(1, 2), CP: ints(1, 2),
 		MicroBatch: ints(1, 2), Sharding: subset("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"),
-		Checkpoint: subset("none", "selective", "full"), Top: 3, Workers: 2}
+		CPModes:    subset("ring", "ulysses", "allgather"),
+		Checkpoint: subset("none", "selective", "op", "full"), Top: 3, Workers: 2}
+	if r.IntN(3) == 0 {
+		space.Offload = subset("none", "optimizer", "params")
+		if !slices.Contains(space.Offload, "none") { // ZeRO-Offload needs a zero sharding, params a zero3 or fsdp one
+			space.Offload = append(space.Offload, "none")
+		}
+	}
 	if base.Cluster.Nodes == 2 {
 		space.GPUsPerNode = 4
 	}
-	what += fmt.Sprintf(", tp %v pp %v mbs %v %v %v", space.TP, space.PP, space.MicroBatch, space.Sharding, space.Checkpoint)
+	what += fmt.Sprintf(", tp %v pp %v cp %v %v mbs %v %v %v offload %v", space.TP, space.PP, space.CP, space.CPModes, space.MicroBatch, space.Sharding, space.Checkpoint, space.Offload)
 	return base, space, what
 }
 
