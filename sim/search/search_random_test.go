@@ -92,14 +92,14 @@ func randomSearch(seed uint64) (*core.Plan, Space, string) {
 	if r.IntN(3) == 0 {
 		model, kind = smallMoE(), "moe"
 	}
-	prec := pick("bf16-mixed", "bf16", "fp16-mixed", "fp32")
+	prec := pick("bf16-mixed", "bf16", "fp16-mixed", "fp32", "megatron")
 	seq := []int64{256, 1024}[r.IntN(2)]
 	base := testmodels.LlamaPlan(model, 1, seq, prec, "none", "H100-80GB")
 	what := fmt.Sprintf("%s %s seq %d", kind, prec, seq)
 	if r.IntN(2) == 0 {
 		base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
 		what += ", lora"
-		if (prec == "bf16" || prec == "bf16-mixed") && r.IntN(2) == 0 {
+		if (prec == "bf16" || prec == "bf16-mixed") && r.IntN(2) == 0 && prec != "megatron" {
 			base.Quant, base.QuantStorage = "nf4", units.BF16
 			what += " nf4"
 		}
@@ -130,11 +130,15 @@ func randomSearch(seed uint64) (*core.Plan, Space, string) {
 		base.Optimizer = core.Optimizer{Kind: []core.OptimizerKind{core.SGD, core.Lion, core.Adafactor, core.AdamW8bit}[r.IntN(4)], Momentum: 0.9}
 		what += ", optimizer " + fmt.Sprint(base.Optimizer.Kind)
 	}
+	shardings := subset("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp")
+	if prec == "megatron" { // Megatron's own data parallelism: its DDP or distributed optimizer
+		shardings = subset("megatron", "distopt")
+	}
 	gib := int64(2 + r.IntN(5))
 	toyMemory(base, gib<<30)
 	what += fmt.Sprintf(", %d GiB", gib)
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: ints(1, 2, 4), PP: ints(1, 2), CP: ints(1, 2),
-		MicroBatch: ints(1, 2), Sharding: subset("ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"),
+		MicroBatch: ints(1, 2), Sharding: shardings,
 		CPModes:    subset("ring", "ulysses", "allgather"),
 		Checkpoint: subset("none", "selective", "op", "full"), Top: 3, Workers: 2}
 	if r.IntN(3) == 0 {
