@@ -137,7 +137,17 @@ func randomSearch(seed uint64) (*core.Plan, Space, string) {
 	gib := int64(2 + r.IntN(5))
 	toyMemory(base, gib<<30)
 	what += fmt.Sprintf(", %d GiB", gib)
-	space := Space{GPUs: 8, GlobalBatch: 16, TP: ints(1, 2, 4), PP: ints(1, 2), CP: ints(1, 2),
+	gpus, pps := int64(8), ints(1, 2)
+	if r.IntN(4) == 0 { // 16 GPUs: pipelines of 4 stages, interleaved
+		gpus, pps = 16, ints(1, 2, 4)
+		if base.Parallel.GPUs() == 8 {
+			base.Parallel.DP = 16
+			if base.Cluster.Nodes == 2 {
+				base.Cluster.GPUsPerNode = 8
+			}
+		}
+	}
+	space := Space{GPUs: gpus, GlobalBatch: 16, TP: ints(1, 2, 4), PP: pps, CP: ints(1, 2),
 		MicroBatch: ints(1, 2), Sharding: shardings,
 		CPModes:    subset("ring", "ulysses", "allgather"),
 		Checkpoint: subset("none", "selective", "op", "full"), Top: 3, Workers: 2}
@@ -148,8 +158,9 @@ func randomSearch(seed uint64) (*core.Plan, Space, string) {
 		}
 	}
 	if base.Cluster.Nodes == 2 {
-		space.GPUsPerNode = 4
+		space.GPUsPerNode = gpus / 2
 	}
+	what += fmt.Sprintf(", %d GPUs", gpus)
 	what += fmt.Sprintf(", tp %v pp %v cp %v %v mbs %v %v %v offload %v", space.TP, space.PP, space.CP, space.CPModes, space.MicroBatch, space.Sharding, space.Checkpoint, space.Offload)
 	return base, space, what
 }
