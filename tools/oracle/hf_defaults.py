@@ -24,10 +24,14 @@ import os
 import sys
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stable_order import error_line, pin_hash_seed  # noqa: E402
+
+pin_hash_seed()  # set iteration orders fixed, so a second run writes the same lines
+
 import torch
 import transformers
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_names import CASES, HF, all_cases  # noqa: E402
 
 SKIP = {
@@ -80,7 +84,7 @@ def main():
             try:
                 line["params"] = count(rest, arch)
             except Exception as e:  # noqa: BLE001 - what transformers says is the record
-                line["error"] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:200]
+                line["error"] = error_line(e)
             print(json.dumps(line), flush=True)
 
 

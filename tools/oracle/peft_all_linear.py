@@ -13,11 +13,15 @@ import os
 import sys
 import warnings
 
-import peft
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stable_order import error_line, pin_hash_seed  # noqa: E402
+
+pin_hash_seed()  # set iteration orders fixed, so a second run writes the same lines
+
+import peft  # noqa: E402
 import torch
 import transformers
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_names import CASES, HF  # noqa: E402
 
 
@@ -42,7 +46,7 @@ def main():
             line["adapted"] = sorted(n.removeprefix("base_model.model.") for n, m in pm.named_modules()
                                      if isinstance(m, peft.tuners.lora.LoraLayer))
         except Exception as e:  # noqa: BLE001 - what PEFT says is the record
-            line["error"] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:200]
+            line["error"] = error_line(e)
         print(json.dumps(line), flush=True)
 
 
