@@ -221,6 +221,9 @@ func divisors(n, limit int64) []int64 {
 
 // defaults fills the space's nil lists for base.
 func (sp Space) defaults(base *core.Plan) (Space, error) {
+	if err := sp.checkLists(); err != nil {
+		return sp, err
+	}
 	if sp.GPUs <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
@@ -266,7 +269,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.EP = divisors(e, sp.GPUs)
 		}
 	}
-	if err := sp.checkExpertTP(base); err != nil {
+	if err := sp.checkExperts(base); err != nil {
 		return sp, err
 	}
 	if sp.Sharding == nil {

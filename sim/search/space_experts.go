@@ -32,10 +32,21 @@ func HasExperts(m *core.Model) bool {
 	return has
 }
 
-// checkExpertTP refuses an expert_tp list the space cannot use: one for
-// a model without experts, or a degree that is neither 1 nor a tp of the
-// space (core.Parallelism.ETP is 1 or tp). sp.TP is filled.
-func (sp Space) checkExpertTP(base *core.Plan) error {
+// checkExperts refuses an ep or expert_tp list the space cannot use: an
+// expert-parallel degree above 1 for a model without experts (the plan
+// rejected each such layout, and a search of ep=[2] alone ended with no
+// layout and "more GPUs may help"), any expert_tp for one, or an
+// expert_tp that is neither 1 nor a tp of the space
+// (core.Parallelism.ETP is 1 or tp). sp.TP and sp.EP are filled.
+func (sp Space) checkExperts(base *core.Plan) error {
+	if !HasExperts(base.Model) {
+		for _, ep := range sp.EP {
+			if ep > 1 {
+				return &units.Error{Path: "search", Msg: fmt.Sprintf("ep=%v: model %s has no experts to spread", sp.EP, base.Model.Name),
+					Hint: "ep is the expert-parallel degree of a MoE's experts; drop it for a dense model"}
+			}
+		}
+	}
 	if sp.ExpertTP == nil {
 		return nil
 	}
