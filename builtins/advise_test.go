@@ -81,12 +81,14 @@ mlp_only = train(model("m", linear(16, 16)), gpu = "A100-80GB")
 		// A float of bytes, as arithmetic on a report makes it: the same budget as the int.
 		{expr: "advise(tiny, budget = 0.5 * simulate(tiny).device_used).notes == advise(tiny, budget = int(0.5 * simulate(tiny).device_used)).notes", want: "True"},
 		{expr: "advise(tiny, budget = \"half\")", err: "budget must be None, bytes or a fraction of the GPU's memory (got string)"},
-		{expr: "advise(tiny, goal = \"speed\", budget = 1000)", err: `goal="speed" looks for faster plans that still fit, but this one does not fit`},
+		{expr: "advise(tiny, goal = \"speed\", budget = 501 * MiB)", err: `goal="speed" looks for faster plans that still fit, but this one does not fit (528.00 MiB used of 501.00 MiB)`},
+		{expr: "advise(tiny, budget = 1000)", err: "advise: a budget of 1000 B is no more than the CUDA context alone (500.00 MiB on the A100-80GB)"},
 		{expr: "max_batch(\"p\")", err: "max_batch: plan must be a plan from train() (got string)"},
 		{expr: "max_seq(mlp_only)", err: `model "m" reads no sequences (seq is unset)`},
 		{expr: "max_seq(tiny.replace(tokens_per_batch = 128))", err: "the plan packs sequences into tokens_per_batch"},
 		{expr: "max_batch(tiny, budget = -1)", err: "budget must be a fraction in (0, 1] or bytes"},
-		{expr: "max_batch(tiny, budget = 1000).value", want: "0"},
+		{expr: "max_batch(tiny, budget = 501 * MiB).value", want: "0"},
+		{expr: "max_seq(tiny, budget = 1)", err: "max_seq: a budget of 1 B is no more than the CUDA context alone"},
 	})
 }
 

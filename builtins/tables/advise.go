@@ -41,10 +41,12 @@ func AdviseBuiltins() []host.Builtin {
 			"(against the plan as given, a fraction), tokens_per_s, why (which terms of the memory at the peak, saved " +
 			"activations or largest allocation shrink), cost (which time terms grow), plan (simulate() or replace() it) and report. " +
 			"goal=\"speed\" takes a plan that fits and lists faster plans that still fit. budget is the device memory the step " +
-			"may use: bytes (70 * GB; a float of a MiB or more is bytes too, rounded down: 0.9 * simulate(plan).device_used) or a fraction of the GPU's (0.9); the default is all of it. top limits the rows " +
+			"may use: bytes (70 * GB; a float of a MiB or more is bytes too, rounded down: 0.9 * simulate(plan).device_used; " +
+			"more than the CUDA context, so budget=1 is refused) or a fraction of the GPU's (0.9, a float: 1.0 is all of it); " +
+			"the default is all of it, and under a smaller budget the title's verdict, fits and headroom are against the budget. top limits the rows " +
 			"(None: all). The notes say when the plan fits already, which changes get past the failing allocation without " +
-			"fitting (a later failure), and, when nothing fits, the smallest GPU of the catalog and the fewest GPUs (FSDP) " +
-			"that would hold the plan as it is. A plan that fails train(host_memory=)'s check is advised from its replay " +
+			"fitting (a later failure), and, when nothing fits, the smallest GPU of the catalog (when the plan's own does not hold it) and the fewest " +
+			"GPUs (FSDP) that would hold the plan as it is. A plan that fails train(host_memory=)'s check is advised from its replay " +
 			"without the check (the title says what the host lacks): every candidate is checked against host_memory (one that " +
 			"falls short does not fit, and the notes count them), the offload knob takes the offload back to the GPU (offload=None, " +
 			"or one tier of it), and at zero=3 it also offers ZeRO-Infinity's NVMe tier for the optimizer state, the parameters " +
@@ -175,6 +177,8 @@ func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top
 	v := strings.TrimSuffix(string(verdict.(starlark.String)), ".")
 	if res.Host != "" { // the GPU may hold it; the node's RAM does not
 		v = "does not fit in host memory: " + res.Host
+	} else if v2, ok := budgetVerdict(res, plan.SimPlan().Device.Memory); ok {
+		v = v2
 	}
 	title := fmt.Sprintf("advise: %s on %s: %s; %s", plan.SimPlan().Model.Name, plan.SimPlan().Device.Name, plan.Summary(), v)
 	if res.Goal == advise.Speed {
@@ -187,6 +191,21 @@ func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top
 	t := NewResultTable(title, AdviseColumns, units, cells, notes)
 	t.color = color
 	return t, nil
+}
+
+// budgetVerdict is the title's verdict on a plan its GPU holds under a
+// budget below the GPU's memory: against the budget, as the rows' fits
+// and headroom are (the report's own verdict said "fits" with the GPU's
+// headroom over a budget the plan exceeded).
+func budgetVerdict(res *advise.Result, capacity int64) (string, bool) {
+	b := res.Base
+	if res.Budget >= capacity || !b.Report.Fits {
+		return "", false
+	}
+	if b.Fits {
+		return fmt.Sprintf("fits the budget: %s of %s used, %s headroom", units.FormatBytes(b.Used), units.FormatBytes(res.Budget), units.FormatBytes(b.Headroom)), true
+	}
+	return fmt.Sprintf("over the budget: %s used of %s (the GPU's %s holds it)", units.FormatBytes(b.Used), units.FormatBytes(res.Budget), units.FormatBytes(capacity)), true
 }
 
 // adviceRow is one row of the table; its plan is built by train()'s own
@@ -248,13 +267,17 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 	used := func(r advise.Row) string {
 		return fmt.Sprintf("%s of %s used", units.FormatBytes(r.Used), units.FormatBytes(r.Report.Capacity))
 	}
+	baseUsed := used(res.Base) // against the budget where one is below the GPU's memory, as its headroom is
+	if res.Budget < plan.SimPlan().Device.Memory {
+		baseUsed = fmt.Sprintf("%s of the %s budget used", units.FormatBytes(res.Base.Used), units.FormatBytes(res.Budget))
+	}
 	switch {
 	case res.Goal == advise.Fit && res.Fits && len(res.Rows) > 0:
 		notes = append(notes, fmt.Sprintf("the plan fits as it is: %s, %s headroom; the rows take its offload back to the GPU, still fit and run faster; "+
-			"advise(plan, goal=\"speed\") looks for other faster plans that still fit", used(res.Base), units.FormatBytes(res.Base.Headroom)))
+			"advise(plan, goal=\"speed\") looks for other faster plans that still fit", baseUsed, units.FormatBytes(res.Base.Headroom)))
 	case res.Goal == advise.Fit && res.Fits:
 		notes = append(notes, fmt.Sprintf("the plan fits as it is: %s, %s headroom; advise(plan, goal=\"speed\") looks for faster plans that still fit",
-			used(res.Base), units.FormatBytes(res.Base.Headroom)))
+			baseUsed, units.FormatBytes(res.Base.Headroom)))
 	case res.Goal == advise.Speed && len(res.Rows) == 0:
 		notes = append(notes, "no change makes the plan faster and still fit")
 	case !res.AnyFits() && len(res.Rows) > 0:

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -91,7 +92,7 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 	if opts.MaxChanges < 1 || opts.MaxChanges > 2 {
 		return nil, &units.Error{Path: "advise", Msg: fmt.Sprintf("max_changes must be 1 or 2 (got %d)", opts.MaxChanges)}
 	}
-	budget, err := checkBudget(p, opts.Budget)
+	budget, err := checkBudget("advise", p, opts.Budget)
 	if err != nil {
 		return nil, err
 	}
@@ -156,17 +157,32 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// checkBudget is the memory the step may use: the GPU's by default.
-func checkBudget(p *core.Plan, budget int64) (int64, error) {
+// checkBudget is the memory the step may use: the GPU's by default. A
+// budget no larger than the CUDA context is refused: the device memory a
+// step uses counts the context, so nothing would fit it (advise(plan,
+// budget=1) took 1 as one byte, not the whole GPU, and advised from there).
+func checkBudget(path string, p *core.Plan, budget int64) (int64, error) {
 	capacity := p.Device.Memory
 	switch {
 	case budget == 0:
 		return capacity, nil
 	case budget < 0 || budget > capacity:
-		return 0, &units.Error{Path: "advise", Msg: fmt.Sprintf("budget must be in (0, %s], the GPU's memory (got %d bytes)", units.FormatBytes(capacity), budget),
+		return 0, &units.Error{Path: path, Msg: fmt.Sprintf("budget must be in (0, %s], the GPU's memory (got %d bytes)", units.FormatBytes(capacity), budget),
 			Hint: "budget is the device memory the step may use: bytes (70 * GB) or a fraction of the GPU's (0.9)"}
 	}
+	if ctx := minContext(p.Device); budget <= ctx {
+		return 0, &units.Error{Path: path, Msg: fmt.Sprintf("a budget of %s is no more than the CUDA context alone (%s on the %s): no step fits in it",
+			units.FormatBytes(budget), units.FormatBytes(ctx), p.Device.Name),
+			Hint: "an int budget is bytes (70 * GB); a fraction of the GPU's memory is a float (1.0 is all of it, 0.9 leaves a tenth free)"}
+	}
 	return budget, nil
+}
+
+// minContext is the smallest CUDA context the device's figures give (lazy
+// module loading, the older or the newest stack): what any step's device
+// memory holds besides the allocator's.
+func minContext(d hw.Device) int64 {
+	return min(d.ContextBytes(false, false), d.ContextBytes(false, true))
 }
 
 // dropsThatFit replays, for a plan that fits with goal Fit, its offload

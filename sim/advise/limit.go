@@ -75,7 +75,7 @@ func MaxSeq(ctx context.Context, p *core.Plan, budget int64) (*Limit, error) {
 // search finds the largest multiple of step up to limit at which p, with
 // set(v) applied, fits budget.
 func search(ctx context.Context, p *core.Plan, budget int64, keyword string, step, limit int64, set func(*core.Plan, int64)) (*Limit, error) {
-	budget, err := checkBudget(p, budget)
+	budget, err := checkBudget("max_"+keyword, p, budget)
 	if err != nil {
 		return nil, err
 	}

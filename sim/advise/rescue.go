@@ -24,24 +24,29 @@ const maxScale = 1024
 // rescue finds the smallest GPU and the smallest GPU count for p.
 func rescue(rs *replayer, p *core.Plan, base *replay.Report, budget int64) (*Rescue, error) {
 	out := &Rescue{}
-	cat := hw.Catalog()
-	sort.SliceStable(cat, func(i, j int) bool { return cat[i].Memory < cat[j].Memory })
-	for _, d := range cat {
-		if d.Memory <= p.Device.Memory {
-			continue
+	// A larger card only for a plan its own GPU does not hold: more
+	// memory is no answer to a budget that alone turns the plan away
+	// (the rescue named the A100-80GB, 60 MiB larger than the H100-80GB
+	// that held a 946.81 MiB plan, for advise(plan, budget=1)).
+	if !base.Fits {
+		cat := hw.Catalog()
+		sort.SliceStable(cat, func(i, j int) bool { return cat[i].Memory < cat[j].Memory })
+		for _, d := range cat {
+			if d.Memory <= p.Device.Memory {
+				continue
+			}
+			r, err := rs.try(p, base, one("gpu", "gpu", d))
+			if err != nil {
+				return nil, err
+			}
+			if r != nil && r.Fits {
+				out.GPU = r
+				break
+			}
 		}
-		c := one("gpu", "gpu", d)
-		r, err := rs.try(p, base, c)
-		if err != nil {
-			return nil, err
+		if out.GPU == nil {
+			out.Notes = append(out.Notes, fmt.Sprintf("no GPU of the catalog fits it as it is (the largest: %s)", cat[len(cat)-1].Name))
 		}
-		if r != nil && r.Fits {
-			out.GPU = r
-			break
-		}
-	}
-	if out.GPU == nil {
-		out.Notes = append(out.Notes, fmt.Sprintf("no GPU of the catalog fits it as it is (the largest: %s)", cat[len(cat)-1].Name))
 	}
 	if p.Model.Points > 0 { // a graph model: anemoi's model sharding splits the graph itself
 		return modelSharded(rs, p, base, budget, out)
