@@ -47,7 +47,7 @@ func (b Budget) Validate() error {
 	switch {
 	case b.Bytes < 0 || (b.Bytes > 0 && b.Fraction != 0):
 		return fmt.Errorf("checkpoint budget: bytes must be positive (got %d), and not given with a fraction", b.Bytes)
-	case b.Bytes == 0 && (b.Fraction < 0 || b.Fraction > 1):
+	case b.Bytes == 0 && !(b.Fraction >= 0 && b.Fraction <= 1): // NaN too (checkpoint(budget=float("nan")) chose full checkpointing)
 		return fmt.Errorf("checkpoint budget: a fraction must be in [0, 1] (got %g): 0 checkpoints every block, 1 none", b.Fraction)
 	}
 	return nil
