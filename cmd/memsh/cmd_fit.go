@@ -66,7 +66,7 @@ func (e *env) cmdFit(operands []string) error {
 		return usagef("fit: --gpus must be a positive GPU count (got %d)", f.gpus)
 	case f.top <= 0:
 		return usagef("fit: --top must be a positive number of changes (got %d)", f.top)
-	case f.lora < 0 || f.qlora < 0:
+	case f.lora < 0 || f.qlora < 0 || e.out.set["lora"] && f.lora == 0 || e.out.set["qlora"] && f.qlora == 0: // --lora 0 trained the whole model
 		return usagef("fit: --lora and --qlora take a positive LoRA rank, e.g. --lora 16 (got %d)", min(f.lora, f.qlora))
 	case f.lora > 0 && f.qlora > 0:
 		return usagef("fit: --lora and --qlora are two ways to fine-tune: give one (--qlora R is --lora R over a 4-bit base)")
