@@ -68,7 +68,7 @@ func SearchBuiltins() []host.Builtin {
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +
 			"one until one of its stages, replayed the fullest by the bound first, needs as much), which " +
 			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space, each value listed once: tp=[4, 8], pp=, cp=, " +
-			"ep= (a MoE's: above 1 for a dense model is refused), expert_tp=[1] (a MoE's; each value 1 or a tp of the space), micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
+			"ep= (a MoE's: each value a divisor of its experts), expert_tp=[1] (a MoE's; each value 1 or a tp of the space), micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
 			"cp_mode=[\"ring\"], offload=. Returns a table, fastest first, of the top rows and the front: " +
 			"tp, pp, cp, cp_mode, ep, expert_tp (a MoE's only), dp, dp_replicate, sharding, offload (with offload=), micro_batch, micro_batches, schedule, virtual_stages, " +
 			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +

@@ -224,6 +224,9 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if err := sp.checkLists(); err != nil {
 		return sp, err
 	}
+	if err := sp.checkEP(base); err != nil {
+		return sp, err
+	}
 	if sp.GPUs <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
@@ -269,7 +272,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.EP = divisors(e, sp.GPUs)
 		}
 	}
-	if err := sp.checkExperts(base); err != nil {
+	if err := sp.checkExpertTP(base); err != nil {
 		return sp, err
 	}
 	if sp.Sharding == nil {

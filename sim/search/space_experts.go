@@ -20,6 +20,17 @@ func maxExperts(m *core.Model) int64 {
 	return e
 }
 
+// expertCounts is the routed experts of each expert layer of m.
+func expertCounts(m *core.Model) []int64 {
+	var out []int64
+	walkModel(m, func(l core.Layer) {
+		if x, ok := l.(core.ExpertLayer); ok {
+			out = append(out, x.ExpertCount())
+		}
+	})
+	return out
+}
+
 // HasExperts says whether m has an expert layer (a MoE), whose experts'
 // tensor-parallel degree is a dimension of the space.
 func HasExperts(m *core.Model) bool {
@@ -32,21 +43,32 @@ func HasExperts(m *core.Model) bool {
 	return has
 }
 
-// checkExperts refuses an ep or expert_tp list the space cannot use: an
-// expert-parallel degree above 1 for a model without experts (the plan
-// rejected each such layout, and a search of ep=[2] alone ended with no
-// layout and "more GPUs may help"), any expert_tp for one, or an
-// expert_tp that is neither 1 nor a tp of the space
-// (core.Parallelism.ETP is 1 or tp). sp.TP and sp.EP are filled.
-func (sp Space) checkExperts(base *core.Plan) error {
-	if !HasExperts(base.Model) {
-		for _, ep := range sp.EP {
-			if ep > 1 {
-				return &units.Error{Path: "search", Msg: fmt.Sprintf("ep=%v: model %s has no experts to spread", sp.EP, base.Model.Name),
-					Hint: "ep is the expert-parallel degree of a MoE's experts; drop it for a dense model"}
+// checkEP refuses an ep list (the user's, before defaults fill it) the
+// space cannot use: a degree above 1 for a model without experts, or one
+// that does not divide a layer's experts. The plan rejected each such
+// layout, and a search of ep=[2] on a dense model, or ep=[3] on four
+// experts, ended with no layout and "more GPUs may help".
+func (sp Space) checkEP(base *core.Plan) error {
+	counts := expertCounts(base.Model)
+	for _, ep := range sp.EP {
+		if ep > 1 && len(counts) == 0 {
+			return &units.Error{Path: "search", Msg: fmt.Sprintf("ep=%v: model %s has no experts to spread", sp.EP, base.Model.Name),
+				Hint: "ep is the expert-parallel degree of a MoE's experts; drop it for a dense model"}
+		}
+		for _, e := range counts {
+			if e%ep != 0 { // nn.MoE's CheckLayout refuses it
+				return &units.Error{Path: "search", Msg: fmt.Sprintf("ep=%d does not divide the %d experts of a layer of model %s", ep, e, base.Model.Name),
+					Hint: "ep spreads each MoE layer's experts evenly over its ranks: list divisors of the experts, or leave ep= out for all of them"}
 			}
 		}
 	}
+	return nil
+}
+
+// checkExpertTP refuses an expert_tp list the space cannot use: one for
+// a model without experts, or a degree that is neither 1 nor a tp of the
+// space (core.Parallelism.ETP is 1 or tp). sp.TP is filled.
+func (sp Space) checkExpertTP(base *core.Plan) error {
 	if sp.ExpertTP == nil {
 		return nil
 	}

@@ -52,11 +52,12 @@ func pick[T any](repeat bool, with, without []T) []T {
 	return without
 }
 
-// TestSpaceEPDense: an expert-parallel degree above 1 is refused for a
-// model without experts (every such layout was rejected by the plan, and
-// the search ended with no row and "more GPUs may help"); ep=[1] is
-// taken, and a MoE takes ep=[1, 2].
-func TestSpaceEPDense(t *testing.T) {
+// TestSpaceEP: an expert-parallel degree above 1 is refused for a model
+// without experts, and one that does not divide a MoE's experts (every
+// such layout was rejected by the plan, and the search ended with no row
+// and "more GPUs may help"); ep=[1] is taken, and a MoE of 8 experts
+// takes ep=[1, 2].
+func TestSpaceEP(t *testing.T) {
 	dense := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	moe := testmodels.LlamaPlan(smallMoE(), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	for _, row := range []struct {
@@ -70,6 +71,8 @@ func TestSpaceEPDense(t *testing.T) {
 		{"dense ep 1", true, []int64{1}, ""},
 		{"dense default", true, nil, ""},
 		{"moe ep 1, 2", false, []int64{1, 2}, ""},
+		{"moe ep 3 of 8 experts", false, []int64{1, 3}, "ep=3 does not divide the 8 experts of a layer of model moe"},
+		{"moe ep 16 of 8 experts", false, []int64{16}, "ep=16 does not divide the 8 experts"},
 	} {
 		p := moe
 		if row.base {
