@@ -219,9 +219,25 @@ func tableBest(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		}
 	}
 	if best < 0 {
-		return starlark.None, nil
+		return starlark.None, t.notNumbers(rows, j)
 	}
 	return t.derive(rows[best:best+1]).row(0, false), nil
+}
+
+// notNumbers is best()'s error when no row of rows has a number in
+// column j but some hold another kind of value (best(by="sharding") was
+// None, as if the table were empty): nil when every cell is None (a row
+// that failed) or NaN.
+func (t *ResultTable) notNumbers(rows [][]starlark.Value, j int) error {
+	for _, r := range rows {
+		switch r[j].(type) {
+		case starlark.NoneType, starlark.Float:
+			continue
+		}
+		return host.WithHint(fmt.Errorf("best: column %q holds %s values, not numbers", t.columns[j], r[j].Type()),
+			"by names a numeric column (step_time, device_used, mfu, ...); t.sort(by) orders by any column")
+	}
+	return nil
 }
 
 // noneFits is best()'s error when no row of rows fits: it names the row

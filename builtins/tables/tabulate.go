@@ -20,7 +20,7 @@ const tableMethodsDoc = "A table has t.rows (a list of dicts, column -> value), 
 	"the row with the best value of by (the lowest; the highest for mfu, hfu, tokens_per_s, headroom and fits; " +
 	"maximize= a bool or a list of columns overrides) among the rows that fit when the table has a fits column " +
 	"(fits=False ranks every row; when none fits it is an error that names the nearest), None when where (a " +
-	"function of a row or a dict of column values) leaves no row; t.pareto(x, y, maximize=None), the rows no " +
+	"function of a row or a dict of column values) leaves no row (by a column of strings is an error); t.pareto(x, y, maximize=None), the rows no " +
 	"other row beats in both columns; t.sort(by, reverse=False) (None last); t.filter(fn); t.render(), the text " +
 	"print(t) shows; t.as_dicts(), the rows as plain dicts for json.encode; t.csv(), the table as CSV for " +
 	"spreadsheets (values as JSON has them: bytes, seconds, fractions from 0 to 1; `memsh run --csv` writes " +
