@@ -48,7 +48,7 @@ func (in *Interpreter) writeFile(from, name string, data []byte) error {
 	}
 	rel := path.Clean(path.Join(dir, name))
 	if !fs.ValidPath(rel) || rel == "." {
-		return fmt.Errorf("cannot write %s: it is outside the script's folder %s", name, t.desc())
+		return fmt.Errorf("cannot write %s: it is outside the script's folder tree (%s)", name, t.desc())
 	}
 	if t.root == nil {
 		return fmt.Errorf("cannot write %s: file writing is not available here", name)
