@@ -65,7 +65,7 @@ func TestTabulate(t *testing.T) {
 		{expr: "mine.csv()", want: `"model,peak,diff,note\n7b,3221225472,1.25,\n13b,,-0.5,\"a,b\"\n"`},
 		{expr: "mine.sort(\"diff\")[0][\"model\"]", want: `"13b"`},
 		{expr: "mine.best(by = \"diff\", maximize = True)[\"model\"]", want: `"7b"`},
-		{expr: "mine.best(by = \"peak\")[\"model\"]", want: `"7b"`}, // 13b's cell is None
+		{expr: "mine.best(by = \"peak\")[\"model\"]", want: `"7b"`},                                       // 13b's cell is None
 		{expr: "mine.best(by = \"model\")", err: `best: column "model" holds string values, not numbers`}, // was None
 		{expr: "tabulate([], columns = [\"a\"]).best(by = \"a\")", want: "None"},
 		{expr: "lists.render()", want: `"name   n\na      1\nb     22\n"`},
