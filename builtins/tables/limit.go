@@ -84,8 +84,8 @@ func (x *Limit) String() string {
 	l := x.l
 	head := fmt.Sprintf("max_%s %d", l.Keyword, l.Value)
 	if l.Capped {
-		return fmt.Sprintf("%s or more: the largest tried fits (%s of %s used); %d replays", head,
-			units.FormatBytes(l.Report.DeviceUsed), units.FormatBytes(l.Report.Capacity), l.Replays)
+		return fmt.Sprintf("%s or more: the largest tried fits (%s of %s used); %s", head,
+			units.FormatBytes(l.Report.DeviceUsed), units.FormatBytes(l.Report.Capacity), host.Count(int64(l.Replays), "replay", "replays"))
 	}
 	why := ""
 	switch r := l.NextReport; {
@@ -97,7 +97,7 @@ func (x *Limit) String() string {
 	case r != nil:
 		why = fmt.Sprintf("uses %s, over the budget", units.FormatBytes(r.DeviceUsed))
 	}
-	return fmt.Sprintf("%s: %s %d %s; %d replays", head, l.Keyword, l.Next, why, l.Replays)
+	return fmt.Sprintf("%s: %s %d %s; %s", head, l.Keyword, l.Next, why, host.Count(int64(l.Replays), "replay", "replays"))
 }
 
 func LimitBuiltins() []host.Builtin {

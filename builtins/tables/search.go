@@ -351,7 +351,8 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		))
 	}
 	m := base.SimPlan().Model
-	title := fmt.Sprintf("search: %s on %d x %s, %d sequences of %d tokens per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, base.SimPlan().Seq)
+	title := fmt.Sprintf("search: %s on %d x %s, %s of %s per step", m.Name, sp.GPUs, base.SimPlan().Device.Name,
+		host.Count(sp.GlobalBatch, "sequence", "sequences"), host.Count(base.SimPlan().Seq, "token", "tokens"))
 	if m.Points > 0 {
 		title = fmt.Sprintf("search: %s on %d x %s, %d samples of %d points per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, m.Points)
 	}

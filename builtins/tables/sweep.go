@@ -192,7 +192,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			combo[k] = 0
 		}
 	}
-	t := NewResultTable(fmt.Sprintf("sweep of %s: %d plans", axesDesc(axes), n), columns, units, rows, nil)
+	t := NewResultTable(fmt.Sprintf("sweep of %s: %s", axesDesc(axes), host.Count(int64(n), "plan", "plans")), columns, units, rows, nil)
 	t.color = st.Color
 	return t, nil
 }
