@@ -354,7 +354,10 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"fractional size", edit(`"hidden_size": 4096,`, `"hidden_size": 4096.5,`), "sdpa", "", `"hidden_size" must be an integer (got 4096.5)`},
 		{"negative size", edit(`"num_hidden_layers": 32,`, `"num_hidden_layers": -2,`), "sdpa", "", `"num_hidden_layers" must be positive (got -2)`},
 		{"zero size", edit(`"vocab_size": 32000`, `"vocab_size": 0`), "sdpa", "", `"vocab_size" must be positive (got 0)`},
-		{"huge size", edit(`"vocab_size": 32000`, `"vocab_size": 99999999999999999999`), "sdpa", "", `"vocab_size" must be an integer (got 99999999999999999999)`},
+		{"huge size", edit(`"vocab_size": 32000`, `"vocab_size": 99999999999999999999`), "sdpa", "", `"vocab_size" is too large (got 99999999999999999999; memsh takes sizes up to 16777216)`}, // was "must be an integer"
+		{"huge negative size", edit(`"vocab_size": 32000`, `"vocab_size": -99999999999999999999`), "sdpa", "", `"vocab_size" must be positive (got -99999999999999999999)`},
+		{"size past float64", edit(`"vocab_size": 32000`, `"vocab_size": 1e400`), "sdpa", "", `"vocab_size" must be an integer (got Infinity)`},
+		{"fractional size", edit(`"vocab_size": 32000`, `"vocab_size": 32000.5`), "sdpa", "", `"vocab_size" must be an integer (got 32000.5)`},
 		{"too large", edit(`"vocab_size": 32000`, `"vocab_size": 100000000`), "sdpa", "", `"vocab_size" is too large (got 100000000; memsh takes sizes up to 16777216)`},
 		{"overflow", strings.Replace(edit(`"hidden_size": 4096,`, `"hidden_size": 16777216,`), `"intermediate_size": 11008,`, `"intermediate_size": 16777216,`, 1), "sdpa", "", "config.json describes about 6.31e+16 parameters, more than memsh can count"},
 		{"kv heads", edit(`"num_key_value_heads": 32,`, `"num_key_value_heads": 5,`), "sdpa", "", `"num_key_value_heads" (5) must divide the 32 attention heads`},

@@ -214,9 +214,19 @@ func (c *hfConfig) intValue(key string, min int64) int64 {
 	}
 	i, err := n.Int64()
 	if err != nil {
-		f, ferr := n.Float64()
-		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > maxHFDim {
+		f, ferr := n.Float64() // a whole number past int64 is an integer too large, not no integer
+		switch {
+		case ferr != nil || f != math.Trunc(f) || math.IsInf(f, 0): // Infinity (json.Number "1e999") too
 			c.fail(key, "must be an integer (got %s)", describeJSON(n))
+			return 0
+		case f > maxHFDim:
+			c.fail(key, "is too large (got %s; memsh takes sizes up to %d)", n, maxHFDim)
+			return 0
+		case f < float64(min) && min == 1:
+			c.fail(key, "must be positive (got %s)", describeJSON(n))
+			return 0
+		case f < float64(min):
+			c.fail(key, "must be at least %d (got %s)", min, describeJSON(n))
 			return 0
 		}
 		i = int64(f)
