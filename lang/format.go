@@ -114,19 +114,22 @@ func (p *printer) format(err error) {
 		inner := evals[len(evals)-1]
 		msg := cleanMessage(inner.Msg)
 		stack := starlarkFrames(inner.CallStack)
+		at := ""
 		if len(stack) > 0 {
-			p.located(stack[userFrame(stack)].Pos, msg)
+			pos := stack[userFrame(stack)].Pos
+			p.located(pos, msg)
+			at = posString(pos)
 		} else {
 			p.plain(msg)
 		}
 		if len(stack) > 1 {
 			p.frames("traceback (most recent call last)", stack)
 		}
-		p.simDetails(serr)
+		p.simDetails(serr, at)
 		p.hint(msg, simHint(serr))
 	default:
 		p.plain(cleanMessage(err.Error()))
-		p.simDetails(serr)
+		p.simDetails(serr, "")
 		p.hint(err.Error(), simHint(serr))
 	}
 }
@@ -177,8 +180,11 @@ func (p *printer) frames(title string, stack starlark.CallStack) {
 	}
 }
 
-func (p *printer) simDetails(se *units.Error) {
-	if se != nil && se.Origin != "" {
+// simDetails writes where the erring value was declared, unless that is
+// where the error is shown (at): search(model, ...) declares its plan at
+// the call, and the line repeated the header's position.
+func (p *printer) simDetails(se *units.Error, at string) {
+	if se != nil && se.Origin != "" && se.Origin != at {
 		fmt.Fprintf(&p.buf, "  declared at %s\n", se.Origin)
 	}
 }
