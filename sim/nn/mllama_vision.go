@@ -165,11 +165,7 @@ func (v *MllamaVision) CheckLayout(path string, par core.Parallelism) error {
 }
 
 func checkMllamaLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 || par.PP > 1 || par.CP > 1 {
-		return &units.Error{Path: path, Msg: "Llama 3.2 Vision is modelled with data parallelism only (tp, pp and cp are 1)",
-			Hint: "use dp, fsdp or zero; its tensor, pipeline and context splits are not modelled"}
-	}
-	return nil
+	return dataParallelOnly(path, "Llama 3.2 Vision", par, "use dp, fsdp or zero; its tensor, pipeline and context splits are not modelled")
 }
 
 // registerIdle registers the weights when no image runs.

@@ -155,11 +155,7 @@ func (v *Gemma3Vision) Validate(path string) error {
 
 // CheckLayout: the vision tower runs on each data-parallel replica whole.
 func (v *Gemma3Vision) CheckLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 || par.PP > 1 || par.CP > 1 {
-		return &units.Error{Path: path, Msg: "Gemma 3's vision tower is modelled with data parallelism only (tp, pp and cp are 1)",
-			Hint: "use dp, fsdp or zero; or train the text model alone from a gemma3_text config"}
-	}
-	return nil
+	return dataParallelOnly(path, "Gemma 3's vision tower", par, "use dp, fsdp or zero; or train the text model alone from a gemma3_text config")
 }
 
 // registerIdle registers the weights and the position_ids buffer when no

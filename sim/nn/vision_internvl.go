@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // InternVLVision is InternVL's vision tower (InternVLVisionModel: the
@@ -174,11 +173,7 @@ func (v *InternVLVision) Validate(path string) error {
 
 // CheckLayout: the vision tower runs on each data-parallel replica whole.
 func (v *InternVLVision) CheckLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 || par.PP > 1 || par.CP > 1 {
-		return &units.Error{Path: path, Msg: "InternVL's vision tower is modelled with data parallelism only (tp, pp and cp are 1)",
-			Hint: "use dp, fsdp or zero; or train the text model alone from its text_config"}
-	}
-	return nil
+	return dataParallelOnly(path, "InternVL's vision tower", par, "use dp, fsdp or zero; or train the text model alone from its text_config")
 }
 
 // InternVLTiles is the tiles GotOcr2ImageProcessor.crop_image_to_patches

@@ -155,11 +155,7 @@ func (v *Llama4Vision) Validate(path string) error {
 
 // CheckLayout: the vision model runs on each data-parallel replica whole.
 func (v *Llama4Vision) CheckLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 || par.PP > 1 || par.CP > 1 {
-		return &units.Error{Path: path, Msg: "Llama 4's vision model is modelled with data parallelism only (tp, pp and cp are 1)",
-			Hint: "use dp, fsdp or zero; or train the text model alone: hf_config(..., arch=\"Llama4ForCausalLM\")"}
-	}
-	return nil
+	return dataParallelOnly(path, "Llama 4's vision model", par, "use dp, fsdp or zero; or train the text model alone: hf_config(..., arch=\"Llama4ForCausalLM\")")
 }
 
 // Llama4Tiles is the tiles Llama4ImageProcessor makes of an image of h x
