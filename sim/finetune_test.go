@@ -127,6 +127,16 @@ func TestFreeze(t *testing.T) {
 	if !core.PathPrefix("layers.1", "layers.1.attn.q_proj.weight") || core.PathPrefix("layers.1", "layers.10.attn.q_proj.weight") {
 		t.Error("pathPrefix must cut at dots")
 	}
+	// A name that is neither a role nor a module path of any parameter is
+	// refused (freeze=["layerz"] froze nothing: a full fine-tune's step),
+	// one of a list too.
+	for _, bad := range [][]string{{"layerz"}, {"embed", "lm_haed"}, {"emb"}} {
+		p := tinyPlan(t, tinyLM())
+		p.Freeze = bad
+		if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "which is neither a role nor a module path of any parameter of the model") {
+			t.Errorf("freeze=%v: %v", bad, err)
+		}
+	}
 }
 
 func TestChunkLengths(t *testing.T) {

@@ -113,7 +113,7 @@ var TrainKeywords = []keyword{
 	{Name: "offload", Def: starlark.None, Doc: "offload(...): optimizer state, parameters or activations in host memory or on NVMe",
 		set: setOffload},
 	{Name: "cluster", Def: starlark.None, Doc: "cluster(...): the nodes and links the layout runs on", set: setCluster},
-	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
+	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all" (a name no parameter of the model has is refused)`, set: setFreeze},
 	{Name: "trainable", Def: starlark.None, Doc: `the only parameters that train: regular expressions (RE2) matched against each parameter's full name from its start, as Python's re.match does (Axolotl's unfrozen_parameters): trainable=["model.language_model", "lm_head"] freezes a vision tower; every other parameter is frozen (no gradient, no optimizer state, and a linear with a frozen weight keeps no input). Not with lora=; patterns that leave nothing to train are an error`,
 		set: setTrainable},
 	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token); " +

@@ -1,6 +1,11 @@
 package core
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Frozen parameters without LoRA: train(..., freeze=[...]) sets
 // requires_grad=False on the parameters it names, as a training script
@@ -58,4 +63,49 @@ func PathPrefix(prefix, name string) bool {
 		}
 	}
 	return false
+}
+
+// checkFreeze refuses a freeze name that matches no parameter of the
+// whole model, neither as a role nor as a module path (a pipeline stage
+// may hold none of a module's): freeze=["layerz"] froze nothing, and the
+// step was a full fine-tune's, as checkpoint(modules=...) refuses a name
+// no layer has.
+func (b *Builder) checkFreeze() error {
+	if b.Ft == nil || len(b.Ft.freeze) == 0 || b.P.Stage != nil {
+		return nil
+	}
+	for _, f := range b.Ft.freeze {
+		if f == "all" {
+			continue
+		}
+		hit := false
+		for _, p := range b.P.Params {
+			if hit = Role(f) == p.Role || PathPrefix(f, p.Name); hit {
+				break
+			}
+		}
+		if !hit {
+			return &units.Error{Path: "train", Msg: fmt.Sprintf("freeze names %q, which is neither a role nor a module path of any parameter of the model", f),
+				Hint: "the model's top modules are " + b.topModules() + `; "all" freezes the whole base model`}
+		}
+	}
+	return nil
+}
+
+// topModules lists the first components of the parameters' names, in
+// order of first appearance, at most eight.
+func (b *Builder) topModules() string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range b.P.Params {
+		top, _, _ := strings.Cut(p.Name, ".")
+		if !seen[top] {
+			seen[top] = true
+			out = append(out, top)
+		}
+	}
+	if len(out) > 8 {
+		out = append(out[:8], "...")
+	}
+	return strings.Join(out, ", ")
 }

@@ -419,6 +419,9 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	if err := b.checkTrainable(); err != nil { // trainable= left something to train
 		return nil, err
 	}
+	if err := b.checkFreeze(); err != nil { // each freeze= name froze something
+		return nil, err
+	}
 	b.partitionGraphs()                        // compiled graphs: saved sets, fused values
 	b.teCublasWorkspace()                      // Transformer Engine's one cuBLAS workspace (te_fp8.go)
 	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
