@@ -138,7 +138,10 @@ func (in *Interpreter) stdlibModule(target, p string) (*module, error) {
 
 func (in *Interpreter) localModule(t *fileTree, p string) (*module, error) {
 	rel := path.Clean(p)
-	if !fs.ValidPath(rel) || rel == "." {
+	if rel == "." { // it leaves nothing: hf_config(".") read "path leaves the script's folder tree"
+		return nil, fmt.Errorf("path names a folder (%s), not a file", t.desc())
+	}
+	if !fs.ValidPath(rel) {
 		return nil, fmt.Errorf("path leaves the script's folder tree (%s)", t.desc())
 	}
 	return &module{name: t.join(rel), rel: rel, tree: t}, nil

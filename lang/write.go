@@ -47,7 +47,10 @@ func (in *Interpreter) writeFile(from, name string, data []byte) error {
 		dir = path.Dir(caller.rel)
 	}
 	rel := path.Clean(path.Join(dir, name))
-	if !fs.ValidPath(rel) || rel == "." {
+	if rel == "." {
+		return fmt.Errorf("cannot write %s: it is a folder (%s), not a file", name, t.desc())
+	}
+	if !fs.ValidPath(rel) {
 		return fmt.Errorf("cannot write %s: it is outside the script's folder tree (%s)", name, t.desc())
 	}
 	if t.root == nil {
