@@ -44,12 +44,28 @@ plans = {
 // chunks=4") is written in the model, not in replace(): none of these
 // plans has one.
 func TestAdviceIsWhatToWrite(t *testing.T) {
+	eval := starEval(t, adviseWrittenPrelude)
+	rows := 0
+	for _, name := range []string{"oom", "ddp", "fast", "lora", "budget"} {
+		n := writtenBack(t, eval, fmt.Sprintf("plans[%q][0]", name), fmt.Sprintf("plans[%q][1]", name))
+		if n == 0 {
+			t.Errorf("%s: no advice", name)
+		}
+		rows += n
+	}
+	t.Logf("%d rows written back", rows)
+}
+
+// starEval executes prelude and returns an evaluator of expressions over
+// its globals (and the builtins).
+func starEval(t *testing.T, prelude string) func(string) (starlark.Value, error) {
+	t.Helper()
 	pre := Predeclared()
 	thread := &starlark.Thread{Name: "prelude"}
 	(&host.State{}).Attach(thread)
-	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true, GlobalReassign: true}, thread, "prelude.star", adviseWrittenPrelude, pre)
+	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true, GlobalReassign: true}, thread, "prelude.star", prelude, pre)
 	if err != nil {
-		t.Fatalf("prelude: %v", err)
+		t.Fatalf("prelude: %v\n%s", err, prelude)
 	}
 	env := starlark.StringDict{}
 	for k, v := range pre {
@@ -58,50 +74,49 @@ func TestAdviceIsWhatToWrite(t *testing.T) {
 	for k, v := range globals {
 		env[k] = v
 	}
-	eval := func(expr string) (starlark.Value, error) {
+	return func(expr string) (starlark.Value, error) {
 		thread := &starlark.Thread{Name: "test"}
 		(&host.State{}).Attach(thread)
 		return starlark.EvalOptions(&syntax.FileOptions{}, thread, "test.star", expr, env)
 	}
-	rows := 0
-	for _, name := range []string{"oom", "ddp", "fast", "lora", "budget"} {
-		n, err := eval(fmt.Sprintf("len(plans[%q][1])", name))
+}
+
+// writtenBack pastes each row's change of the advice table (the
+// expression advice) into plan.replace(...) and checks that the plan it
+// writes replays as the row says; it returns the rows checked.
+func writtenBack(t *testing.T, eval func(string) (starlark.Value, error), plan, advice string) int {
+	t.Helper()
+	n, err := eval("len(" + advice + ")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, _ := starlark.AsInt32(n)
+	for i := range count {
+		row := fmt.Sprintf("%s[%d]", advice, i)
+		c, err := eval(row + `["change"]`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		count, _ := starlark.AsInt32(n)
-		if count == 0 {
-			t.Errorf("%s: no advice", name)
+		change := string(c.(starlark.String))
+		if strings.Contains(change, ": ") {
+			t.Errorf("row %d: a change of the model's layers: %s", i, change)
+			continue
 		}
-		for i := range count {
-			row := fmt.Sprintf("plans[%q][1][%d]", name, i)
-			c, err := eval(row + `["change"]`)
+		written := fmt.Sprintf("simulate(%s.replace(%s))", plan, change)
+		for _, field := range []string{"device_used", "step_time"} {
+			v, err := eval(fmt.Sprintf("%s.%s == %s[%q]", written, field, row, field))
 			if err != nil {
-				t.Fatal(err)
+				t.Errorf("row %d: %s: %v", i, change, err)
+				break
 			}
-			change := string(c.(starlark.String))
-			if strings.Contains(change, ": ") {
-				t.Errorf("%s row %d: a change of the model's layers: %s", name, i, change)
-				continue
+			if v != starlark.True {
+				got, _ := eval(fmt.Sprintf("(%s.%s, %s[%q])", written, field, row, field))
+				t.Errorf("row %d: %s: %s written, the row's: %v", i, change, field, got)
 			}
-			written := fmt.Sprintf("simulate(plans[%q][0].replace(%s))", name, change)
-			for _, field := range []string{"device_used", "step_time"} {
-				expr := fmt.Sprintf("%s.%s == %s[%q]", written, field, row, field)
-				v, err := eval(expr)
-				if err != nil {
-					t.Errorf("%s row %d: %s: %v", name, i, change, err)
-					break
-				}
-				if v != starlark.True {
-					got, _ := eval(fmt.Sprintf("(%s.%s, %s[%q])", written, field, row, field))
-					t.Errorf("%s row %d: %s: %s written %v, the row's", name, i, change, field, got)
-				}
-			}
-			if v, err := eval(fmt.Sprintf("%s.peak_allocated == simulate(%s[\"plan\"]).peak_allocated", written, row)); err == nil && v != starlark.True {
-				t.Errorf("%s row %d: %s: peak allocated differs from the row's plan's", name, i, change)
-			}
-			rows++
+		}
+		if v, err := eval(fmt.Sprintf("%s.peak_allocated == simulate(%s[\"plan\"]).peak_allocated", written, row)); err == nil && v != starlark.True {
+			t.Errorf("row %d: %s: peak allocated differs from the row's plan's", i, change)
 		}
 	}
-	t.Logf("%d rows written back", rows)
+	return int(count)
 }
