@@ -427,6 +427,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
 		return nil, err
 	}
+	b.P.markUnread()
 	bufs.untaken(b.P, room)
 	bufs.lowered(b.P)
 	return b.P, nil

@@ -104,6 +104,12 @@ type ParamInfo struct {
 	// routing of the steps before reached it: its optimizer state exists
 	// (replay's noStateParams).
 	Unrouted bool
+	// Unread: no op of the program reads the parameter (nor its tied
+	// copy): a tower the step does not run (a vision tower without
+	// images, Gemma 4's audio tower). FSDP2 and ZeRO-3 never gather or
+	// reduce it (replay's comm.go); set when the lowering ends
+	// (Program.markUnread).
+	Unread bool
 }
 
 // opInfo is one forward op.

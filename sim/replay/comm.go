@@ -176,12 +176,14 @@ func (d *distState) stepComm() []core.CommRecord {
 			case 2:
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case 3:
-				gathered := d.gatherDT.Bytes(g.numel)
+				n, _ := d.gatheredNumel(g)
+				gathered := d.gatherDT.Bytes(n)
 				gathers, _ := d.passGathers()
-				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
+				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: prec.Grads.Bytes(n) * perMB, Backward: true})
 			}
 		case DistFSDP:
-			gathered, reduced := d.gatherDT.Bytes(g.numel-g.fp8)+units.FP8.Bytes(g.fp8), d.reduceDT.Bytes(g.numel)
+			n, fp8 := d.gatheredNumel(g)
+			gathered, reduced := d.gatherDT.Bytes(n-fp8)+units.FP8.Bytes(fp8), d.reduceDT.Bytes(n)
 			gathers, perMB := d.passGathers()
 			reductions := perMB
 			if d.noSync { // FSDP1's no_sync(): the synchronising micro-batch reduces, once per step
@@ -223,7 +225,8 @@ func (d *distState) frozenComm() []core.CommRecord {
 		if g.name == "expert" {
 			group = "edp"
 		}
-		b := gathers*d.gatherDT.Bytes(g.numel-ref) + d.gatherDT.Bytes(ref)
+		n, _ := d.gatheredNumel(g)
+		b := gathers*d.gatherDT.Bytes(n-ref) + d.gatherDT.Bytes(ref)
 		if d.Mode == DistFSDP && gathers > 1 { // the root unit is gathered once a micro-batch
 			rn, _ := d.rootNumel(g)
 			b -= (gathers - 1) * d.gatherDT.Bytes(rn)
@@ -265,6 +268,9 @@ func (d *distState) rootNumel(g paramGroup) (numel, fp8 int64) {
 	}
 	for _, pi := range g.params {
 		p := &d.p.Params[pi]
+		if d.ungathered(pi) {
+			continue
+		}
 		var root bool
 		if u := d.unitOf[d.root(pi)]; d.Mode == DistFSDP && u != none {
 			root = d.units[u].root
@@ -281,12 +287,42 @@ func (d *distState) rootNumel(g paramGroup) (numel, fp8 int64) {
 	return numel, fp8
 }
 
+// ungathered reports whether ZeRO-3 or FSDP never gathers parameter pi
+// (nor reduces its gradient): it is in no gather unit, as a parameter no
+// op reads is not (a tower the step does not run: a vision tower without
+// images, Gemma 4's audio tower), unless FSDP1 flattened it into a unit
+// that runs (fsdp1FoldIdle). FSDP2's pre-forward hook of a module that
+// never runs never fires, and its post-backward is a no-op
+// (shard_units.go holdsIdle); ZeRO-3 fetches a module's parameters in
+// the module's own pre-forward hook and reduces the gradients the
+// backward makes. A stand-in program (the search's) has no op: it leaves
+// such parameters out itself.
+func (d *distState) ungathered(pi int32) bool {
+	return !d.standIn && d.unitOf != nil && d.unitOf[d.root(pi)] == none
+}
+
+// gatheredNumel is how many of g's elements (and of those, how many in
+// fp8) ZeRO-3 or FSDP gathers and reduces: g's less those ungathered.
+func (d *distState) gatheredNumel(g paramGroup) (numel, fp8 int64) {
+	numel, fp8 = g.numel, g.fp8
+	for _, pi := range g.params {
+		if d.ungathered(pi) {
+			n := d.elems(pi)
+			numel -= n
+			if d.p.Params[pi].GatherFP8 {
+				fp8 -= n
+			}
+		}
+	}
+	return numel, fp8
+}
+
 // quantComm is the all-gather of sharded quantized weights per step
 // (they are frozen: no gradient to reduce).
 func (d *distState) quantComm() []core.CommRecord {
 	var b int64
 	for pi := range d.p.Params {
-		if p := &d.p.Params[pi]; p.Quant != "" && p.TiedTo < 0 {
+		if p := &d.p.Params[pi]; p.Quant != "" && p.TiedTo < 0 && !d.ungathered(int32(pi)) {
 			b += d.QuantGatherBytes(p)
 		}
 	}

@@ -59,7 +59,8 @@ func (d *distState) ShardEdges() ShardEdges {
 			e.RootGather += d.gatherDT.Bytes(rn-rf) + units.FP8.Bytes(rf)
 			switch {
 			case trainable && zero3:
-				trained += g.numel
+				n, _ := d.gatheredNumel(g)
+				trained += n
 			case trainable:
 				e.RootScatter += d.reduceDT.Bytes(rn)
 			case d.Mode == DistFSDP:
@@ -111,13 +112,47 @@ type EdgeClassifier struct {
 	outside map[string]bool // by parameter name: fsdpUnit's root
 }
 
-// Params is the classification of ps under plan: FSDP's and ZeRO-3's.
-func (c *EdgeClassifier) Params(plan *core.Plan, ps []core.ParamInfo) (fsdp, zero3 []bool) {
-	par := plan.Parallel.Norm()
+// ready works out plan's blocks, unless c holds its model's.
+func (c *EdgeClassifier) ready(plan *core.Plan, par core.Parallelism) {
 	if c.blocks == nil || c.model != plan.Model || !slices.Equal(c.units, par.FSDPUnits) {
 		d := &distState{Par: par, plan: plan}
 		c.model, c.units, c.blocks, c.outside = plan.Model, slices.Clone(par.FSDPUnits), d.fsdpBlocks(), map[string]bool{}
 	}
+}
+
+// FSDP1Folded reports for each parameter of ps no op reads
+// (core.ParamInfo.Unread) whether FSDP1 flattens it into a unit that
+// runs, one holding a parameter of ps an op reads, and so gathers it
+// (fsdp1FoldIdle): a tower's patch embedding in the root unit, not a
+// tower's layer. nil when every parameter is read.
+func (c *EdgeClassifier) FSDP1Folded(plan *core.Plan, ps []core.ParamInfo) []bool {
+	if !slices.ContainsFunc(ps, func(p core.ParamInfo) bool { return p.Unread }) {
+		return nil
+	}
+	par := plan.Parallel.Norm()
+	c.ready(plan, par)
+	f := &distState{Par: par, plan: plan, p: &core.Program{}, Mode: DistFSDP, fsdp1: true}
+	running := map[string]bool{}
+	for i := range ps {
+		if !ps[i].Unread {
+			k, _ := f.unitKey(&ps[i], c.blocks)
+			running[k] = true
+		}
+	}
+	folded := make([]bool, len(ps))
+	for i := range ps {
+		if p := &ps[i]; p.Unread && p.TiedTo < 0 && p.Quant == "" {
+			k, _ := f.unitKey(p, c.blocks)
+			folded[i] = running[k]
+		}
+	}
+	return folded
+}
+
+// Params is the classification of ps under plan: FSDP's and ZeRO-3's.
+func (c *EdgeClassifier) Params(plan *core.Plan, ps []core.ParamInfo) (fsdp, zero3 []bool) {
+	par := plan.Parallel.Norm()
+	c.ready(plan, par)
 	f := &distState{Par: par, plan: plan, fsdp1: par.FSDPVersion == 1}
 	adapters, persistence := f.adapterUnits(), plan.ZeroSizes().Persistence
 	fsdp, zero3 = make([]bool, len(ps)), make([]bool, len(ps))

@@ -151,6 +151,10 @@ type distState struct {
 	// stays gathered and its gradients unsharded until the last
 	// micro-batch (fsdp_pipeline.go).
 	pipeHold bool
+	// standIn: the program is a stand-in (the search's: parameters and
+	// no op, NewStandInDist), which leaves out what no gather reaches
+	// itself; its parameters are placed by name.
+	standIn bool
 	// Its chunks' post-backward (fsdp_pipeline.go): the chunks whose last
 	// backward ends at an op, the units of each chunk, and how many of a
 	// unit's chunks have not finished their backward.
@@ -212,8 +216,11 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 // does, so its gathers are counted once a step (passGathers).
 func NewStandInDist(plan *core.Plan, prog *core.Program, stage bool) (*distState, error) {
 	d, err := NewDist(plan, prog)
-	if d != nil && stage && d.Mode == DistFSDP && !d.fsdp1 {
-		d.pipeHold = true
+	if d != nil {
+		d.standIn = true
+		if stage && d.Mode == DistFSDP && !d.fsdp1 {
+			d.pipeHold = true
+		}
 	}
 	return d, err
 }

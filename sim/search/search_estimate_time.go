@@ -155,7 +155,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 				w.DpComm = append(w.DpComm, c)
 			}
 		}
-		w.DpComm = append(w.DpComm, quantGathers(d, u.params)...) // last, as stepComm lists them
+		w.DpComm = append(w.DpComm, quantGathers(d, p, u.params)...) // last, as stepComm lists them
 	}
 	var ow timing.OptimizerWork
 	if zeroOffload(p, w.Mode) {

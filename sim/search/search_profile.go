@@ -58,6 +58,11 @@ type paramEntry struct {
 	// stand-in program holds no quantized weight).
 	quant string
 	shape []int64
+	// unread: no op of the profile's program reads it (a tower the step
+	// does not run), so ZeRO-3 and FSDP2 never gather it; folded: FSDP1
+	// gathers it all the same, flattened into a unit that runs
+	// (replay.EdgeClassifier.FSDP1Folded).
+	unread, folded bool
 }
 
 // paramAgg is a multiset of parameters.
@@ -78,12 +83,16 @@ func aggParams(ps []core.ParamInfo, p *core.Plan, edges *replay.EdgeClassifier) 
 	var room [16]shapeTraffic
 	traffics := room[:0]
 	roots, edges3 := edges.Params(p, ps)
+	folded := edges.FSDP1Folded(p, ps)
 	for i := range ps {
 		q := &ps[i]
 		if q.TiedTo >= 0 {
 			continue
 		}
-		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, root: roots[i], edge3: edges3[i], n: 1}
+		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, root: roots[i], edge3: edges3[i], n: 1, unread: q.Unread}
+		if folded != nil {
+			e.folded = folded[i]
+		}
 		if q.Quant != "" {
 			e.quant, e.shape = q.Quant, q.Shape
 			e.quantWhole = core.QuantBytes(q.Quant, q.Shape)
@@ -131,7 +140,7 @@ func (a paramAgg) merge(b paramAgg, k int64) paramAgg {
 			o := &a[i]
 			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable && o.root == e.root && o.edge3 == e.edge3 &&
 				o.quantWhole == e.quantWhole && o.quantSplit == e.quantSplit && o.quantKept == e.quantKept &&
-				o.quant == e.quant && (e.quant == "" || slices.Equal(o.shape, e.shape)) {
+				o.quant == e.quant && (e.quant == "" || slices.Equal(o.shape, e.shape)) && o.unread == e.unread && o.folded == e.folded {
 				o.n += k * e.n
 				found = true
 				break

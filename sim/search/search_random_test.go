@@ -12,6 +12,7 @@ import (
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -195,5 +196,45 @@ func TestFastPathEqualsReplayCommBound(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %.6g s, fsdp_comm %.6g s", par.String(), r.Time.StepSeconds, fsdp)
+	}
+}
+
+// A vision-language model trained on text alone: ZeRO-3 and FSDP2 never
+// gather or reduce its vision tower, which no op reads, and FSDP1 gathers
+// only what it flattened into a unit that runs (the tower's patch
+// embedding and merger in the root); the fast path prices the step as
+// its replay does (core.ParamInfo.Unread, the stand-in's gathered), on a
+// network slow enough that the gathers are most of it.
+func TestFastPathIdleTower(t *testing.T) {
+	data, err := os.ReadFile("../testdata/hf/qwen2.5-vl-tiny.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.FromConfig(data, "sdpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, par := range []core.Parallelism{
+		{DP: 8, FSDP: true},
+		{DP: 8, FSDP: true, FSDPVersion: 1},
+		{DP: 8, Zero: 3},
+		{DP: 8, Zero: 1},
+	} {
+		prec := "bf16-mixed"
+		if par.FSDPVersion == 1 {
+			prec = "bf16"
+		}
+		p := testmodels.LlamaPlan(m, 1, 256, prec, "none", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 2
+		p.Cluster = hw.Cluster{Nodes: 2, GPUsPerNode: 4, InterGBps: 1}
+		_, _, fe := fastPathOf(t, p)
+		r, err := sim.Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
+			t.Errorf("%s: fast path %.9g s, replay %.9g s", par.String(), fe.time.StepSeconds, r.Time.StepSeconds)
+		}
+		t.Logf("%s: %.6g s, collectives %v", par.String(), r.Time.StepSeconds, r.CommBytes)
 	}
 }

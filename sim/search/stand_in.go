@@ -20,13 +20,14 @@ import (
 // Quantized weights are left out: replay gathers them apart from the
 // others (quantComm), and the search prices them so (quantGathers).
 func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
-	atEdge := func(e paramEntry) bool { return e.quant == "" && e.root }
+	in := gathered(p)
+	atEdge := func(e paramEntry) bool { return e.quant == "" && in(e) && e.root }
 	if replay.ModeOf(p) == replay.DistZeRO {
-		atEdge = func(e paramEntry) bool { return e.quant == "" && e.edge3 }
+		atEdge = func(e paramEntry) bool { return e.quant == "" && in(e) && e.edge3 }
 	}
-	offEdge := func(e paramEntry) bool { return e.quant == "" && !e.root }
+	offEdge := func(e paramEntry) bool { return e.quant == "" && in(e) && !e.root }
 	if replay.ModeOf(p) == replay.DistZeRO {
-		offEdge = func(e paramEntry) bool { return e.quant == "" && !e.edge3 }
+		offEdge = func(e paramEntry) bool { return e.quant == "" && in(e) && !e.edge3 }
 	}
 	var inBlock string
 	if b := core.FirstBlockPath(p.Model); b != "" {
@@ -81,10 +82,11 @@ func standInParams(p *core.Plan, a paramAgg) []core.ParamInfo {
 func quantGathers(d interface {
 	QuantGatherBytes(*core.ParamInfo) int64
 	QuantGathers(int64) []core.CommRecord
-}, a paramAgg) []core.CommRecord {
+}, p *core.Plan, a paramAgg) []core.CommRecord {
+	in := gathered(p)
 	var b int64
 	for _, e := range a {
-		if e.quant == "" {
+		if e.quant == "" || !in(e) {
 			continue
 		}
 		q := core.ParamInfo{Quant: e.quant, Shape: e.shape, Numel: e.numel, TiedTo: -1}
@@ -94,4 +96,20 @@ func quantGathers(d interface {
 		b += e.n * d.QuantGatherBytes(&q)
 	}
 	return d.QuantGathers(b)
+}
+
+// gathered is the rule of the stand-in's parameters under plan p: what
+// the sharding gathers of a profile's parameters as replay's gathers do
+// (replay's ungathered): ZeRO-3 and FSDP2 none of those no op reads,
+// FSDP1 those it flattens into a unit that runs, the other shardings
+// every one (their flat buffers hold them all).
+func gathered(p *core.Plan) func(paramEntry) bool {
+	par := p.Parallel.Norm()
+	switch mode := replay.ModeOf(p); {
+	case mode == replay.DistFSDP && par.FSDPVersion == 1:
+		return func(e paramEntry) bool { return !e.unread || e.folded }
+	case mode == replay.DistFSDP, mode == replay.DistZeRO && par.Zero == 3:
+		return func(e paramEntry) bool { return !e.unread }
+	}
+	return func(paramEntry) bool { return true }
 }
