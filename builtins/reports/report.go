@@ -153,7 +153,7 @@ func overheadsField(x *Report) starlark.Value {
 	out := make([]starlark.Value, len(x.r.Overheads))
 	for i, o := range x.r.Overheads {
 		out[i] = host.NewStruct(starlark.StringDict{
-			"name": starlark.String(o.Name), "bytes": starlark.MakeInt64(o.Bytes), "source": starlark.String(o.Source),
+			"name": starlark.String(o.Name), "bytes": starlark.MakeInt64(o.Bytes), "source": starlark.String(o.Source()),
 		})
 	}
 	return host.FrozenList(out)

@@ -70,6 +70,6 @@ func SymmMemOverheads(prog *core.Program) []Overhead {
 		return nil
 	}
 	return []Overhead{{Name: "symm_mem_tp", Bytes: prog.SymmMemWorkspace,
-		Source: "async TP's symmetric-memory workspace of the tp group, the largest request of its fused collectives: two output chunks of a reduce-scatter, or an all-gather's shard " +
+		text: "async TP's symmetric-memory workspace of the tp group, the largest request of its fused collectives: two output chunks of a reduce-scatter, or an all-gather's shard " +
 			"(torch/distributed/_symmetric_memory/__init__.py at torch 2.6.0: get_symm_mem_workspace, mapped by the driver outside the caching allocator; its signal pad and the driver's granularity not counted)"}}
 }

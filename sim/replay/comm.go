@@ -75,13 +75,9 @@ func CommOverheads(p *core.Plan) []Overhead {
 	}
 	var out []Overhead
 	for _, g := range commGroups(p) {
-		b, how := ncclMemory(p, g) // nccl.go
-		where := "inside a node"
-		if !g.intra {
-			where = "across nodes"
-		}
-		out = append(out, Overhead{Name: "nccl_" + g.name, Bytes: b,
-			Source: fmt.Sprintf("NCCL buffers of the %s communicator (%d ranks, %s): %s; an estimate (replay/nccl.go: src/init.cc buffer sizes, NCCL_BUFFSIZE)", g.name, g.size, where, how)})
+		c := ncclCommOf(p, g) // nccl.go
+		b, _ := c.memory(false)
+		out = append(out, Overhead{Name: "nccl_" + g.name, Bytes: b, nccl: c})
 	}
 	return out
 }

@@ -100,21 +100,36 @@ func (r *Report) Categories() []Share {
 func Overheads(p *core.Plan) []Overhead {
 	dev := p.Device
 	eager := p.RuntimeMemory.ModuleLoading == "eager"
+	bytes, basis := dev.ContextFigure(eager, p.Runtime.CurrentStack)
+	out := []Overhead{{Name: "cuda_context", Bytes: bytes, ctx: contextHow{on: true, device: dev.Name, catalog: dev.Source, eager: eager, basis: basis}}}
+	return append(out, CommOverheads(p)...)
+}
+
+// contextHow is what the CUDA context's source is worded from: the GPU's
+// name and catalog source, the module loading and the figure
+// ContextFigure took.
+type contextHow struct {
+	on              bool   // the overhead is the context's
+	device, catalog string // the GPU's name and its catalog entry's source
+	eager           bool
+	basis           hw.ContextBasis
+}
+
+// source is the CUDA context's source (Overhead.Source).
+func (c contextHow) source() string {
 	loading := "lazy module loading (CUDA_MODULE_LOADING=LAZY)"
-	if eager {
+	if c.eager {
 		loading = "eager module loading"
 	}
-	src := "CUDA context and loaded kernels for " + dev.Name + " with " + loading + " (" + dev.Source
-	bytes, basis := dev.ContextFigure(eager, p.Runtime.CurrentStack)
+	src := "CUDA context and loaded kernels for " + c.device + " with " + loading + " (" + c.catalog
 	switch {
-	case basis.MeasuredEager():
+	case c.basis.MeasuredEager():
 		src += "; measured with eager module loading"
-	case eager:
+	case c.eager:
 		src += fmt.Sprintf("; %s of eager module loading added, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
 	}
-	if basis.Current() {
+	if c.basis.Current() {
 		src += "; measured with torch 2.11 and CUDA 13.0"
 	}
-	out := []Overhead{{Name: "cuda_context", Bytes: bytes, Source: src + ")"}}
-	return append(out, CommOverheads(p)...)
+	return src + ")"
 }

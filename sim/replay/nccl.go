@@ -100,14 +100,19 @@ const ncclOneRankChannels = 32
 // sharedNetBuffersInit l.483-511: channels x NCCL_SHARED_STEPS x the p2p
 // chunk, PCI's 128 KiB since ncclTopoPathAllNVLink finds no GPU pair,
 // paths.cc l.795-805 and init.cc l.564-566).
-func ncclOneRank(p *core.Plan) (int64, string) {
+func ncclOneRank(eager, word bool) (int64, string) {
 	ch := int64(ncclOneRankChannels)
 	b := ncclInitMem(ch)
-	how := fmt.Sprintf("one rank: nothing connected; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, ch, ncclCommMems, mib(b))
-	if p.RuntimeMemory.NCCLConnect == "eager" {
+	how := ""
+	if word {
+		how = fmt.Sprintf("one rank: nothing connected; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, ch, ncclCommMems, mib(b))
+	}
+	if eager {
 		pool := roundUp(ch*ncclSharedSteps*ncclP2PPCIChunk, ncclGranularity)
 		b += pool
-		how += fmt.Sprintf("; the p2p send pool made at init: %d channels x %d steps x %s = %s", ch, ncclSharedSteps, mib(ncclP2PPCIChunk), mib(pool))
+		if word {
+			how += fmt.Sprintf("; the p2p send pool made at init: %d channels x %d steps x %s = %s", ch, ncclSharedSteps, mib(ncclP2PPCIChunk), mib(pool))
+		}
 	}
 	return b, how
 }
@@ -183,34 +188,72 @@ func allReduces(p *core.Plan, name string) bool {
 	return false
 }
 
-// ncclMemory is communicator g's device memory and how it is made up.
-func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
-	if g.size == 1 {
-		return ncclOneRank(p)
+// ncclComm is what communicator g's memory reads of a plan: a replay
+// keeps it in the communicator's Overhead and words how the memory is
+// made up only when the Overhead's source is read (ncclComm.source).
+type ncclComm struct {
+	g            commGroup
+	buf          int64 // NCCL_BUFFSIZE (ncclBuffSize)
+	ch           int64 // its channels (ncclChannels)
+	nvlink       bool  // the GPUs have NVLink
+	eager        bool  // connected at init (NCCL_RUNTIME_CONNECT=0)
+	nvls         bool  // NVLS may serve it (nvlsCapable)
+	allReduce    bool  // it runs large all-reduces (allReduces)
+	netPeerChans int64 // NCCL_NCHANNELS_PER_NET_PEER (nccl_p2p.go)
+}
+
+// ncclCommOf is communicator g of plan p.
+func ncclCommOf(p *core.Plan, g commGroup) ncclComm {
+	return ncclComm{g: g, buf: ncclBuffSize(p), ch: ncclChannels(p.Device, g.intra), nvlink: p.Device.LinkGBps > 0,
+		eager: p.RuntimeMemory.NCCLConnect == "eager", nvls: nvlsCapable(p, g.size, g.intra), allReduce: allReduces(p, g.name),
+		netPeerChans: p.RuntimeMemory.NCCLNChannelsPerNetPeer}
+}
+
+// source is communicator c's Overhead.Source.
+func (c *ncclComm) source() string {
+	_, how := c.memory(true)
+	where := "inside a node"
+	if !c.g.intra {
+		where = "across nodes"
 	}
-	buf := ncclBuffSize(p)
+	return fmt.Sprintf("NCCL buffers of the %s communicator (%d ranks, %s): %s; an estimate (replay/nccl.go: src/init.cc buffer sizes, NCCL_BUFFSIZE)", c.g.name, c.g.size, where, how)
+}
+
+// memory is communicator c's device memory and, when word is set, how it
+// is made up.
+func (c *ncclComm) memory(word bool) (int64, string) {
+	g := c.g
+	if g.size == 1 {
+		return ncclOneRank(c.eager, word)
+	}
+	buf, ch, eager := c.buf, c.ch, c.eager
 	conn := ncclConn(buf)
-	ch := ncclChannels(p.Device, g.intra)
-	eager := p.RuntimeMemory.NCCLConnect == "eager"
 	initMem := ncclInitMem(ch)
-	initHow := fmt.Sprintf("; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, pow2Up(ch), ncclCommMems, mib(initMem))
+	initHow := ""
+	if word {
+		initHow = fmt.Sprintf("; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, pow2Up(ch), ncclCommMems, mib(initMem))
+	}
 	// Eager connection sets up the ring and the tree at the
 	// communicator's creation whatever it is used for: an all-to-all's or
 	// a pipeline's communicator holds them beside its peers' buffers.
 	initRT, rtHow := int64(0), ""
 	if eager {
 		initRT = ch * 3 * conn
-		rtHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
-		if pool := eagerSendPool(g, ch, buf, p.Device.LinkGBps > 0); pool > 0 { // nccl_p2p.go
+		if word {
+			rtHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
+		}
+		if pool := eagerSendPool(g, ch, buf, c.nvlink); pool > 0 { // nccl_p2p.go
 			initRT += pool
-			rtHow += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
+			if word {
+				rtHow += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
+			}
 		}
 	}
 	if g.pattern == "alltoall" || g.pattern == "p2p" {
-		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0, p.RuntimeMemory.NCCLNChannelsPerNetPeer) // nccl_p2p.go
+		b, how := p2pMemory(g, ch, buf, c.nvlink, c.netPeerChans, word) // nccl_p2p.go
 		return b + initRT + initMem, how + rtHow + initHow
 	}
-	ar := allReduces(p, g.name)
+	ar := c.allReduce
 	conns := int64(1) // the ring
 	how := "ring"
 	if eager || (ar && !g.intra) {
@@ -218,16 +261,22 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 		how = "ring and tree"
 	}
 	b := ch * conns * conn
-	how = fmt.Sprintf("%s: %d channels x %d connection(s) x %s", how, ch, conns, mib(conn))
-	if nvlsCapable(p, g.size, g.intra) && (eager || ar) {
+	if word {
+		how = fmt.Sprintf("%s: %d channels x %d connection(s) x %s", how, ch, conns, mib(conn))
+	}
+	if c.nvls && (eager || ar) {
 		nvls := ncclNVLSChans * 2 * (buf + ncclNVLSMem) * g.size
 		b += nvls
-		how += fmt.Sprintf("; NVLS: %d channels x 2 x (%s + 2 MiB) x %d ranks = %s", ncclNVLSChans, mib(buf), g.size, mib(nvls))
+		if word {
+			how += fmt.Sprintf("; NVLS: %d channels x 2 x (%s + 2 MiB) x %d ranks = %s", ncclNVLSChans, mib(buf), g.size, mib(nvls))
+		}
 	}
 	if eager {
-		pool := eagerSendPool(g, ch, buf, p.Device.LinkGBps > 0)
+		pool := eagerSendPool(g, ch, buf, c.nvlink)
 		b += pool
-		how += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
+		if word {
+			how += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
+		}
 	}
 	return b + initMem, how + initHow
 }

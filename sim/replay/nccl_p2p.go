@@ -105,17 +105,23 @@ func (c p2pComm) sharedPool() int64 {
 }
 
 // p2pMemory is what communicator g's send/recv to peers (every peer for an
-// all-to-all, the two neighbours for a pipeline or ring attention) holds.
-func p2pMemory(g commGroup, ch, buf int64, nvlink bool, netPeerChans int64) (int64, string) {
+// all-to-all, the two neighbours for a pipeline or ring attention) holds,
+// and how, when word is set.
+func p2pMemory(g commGroup, ch, buf int64, nvlink bool, netPeerChans int64, word bool) (int64, string) {
 	c := p2pLayout(g, ch, buf, nvlink, netPeerChans)
 	local, remote := p2pPeers(g)
 	conn := ncclConn(buf)
 	b := local * c.perPeer * conn
-	how := fmt.Sprintf("%d peer(s) in the node x %d channel(s) x %s", local, c.perPeer, mib(conn))
+	how := ""
+	if word {
+		how = fmt.Sprintf("%d peer(s) in the node x %d channel(s) x %s", local, c.perPeer, mib(conn))
+	}
 	if remote > 0 {
 		b += 2 * c.sharedPool()
-		how += fmt.Sprintf("; %d peer(s) on other nodes share a send and a receive pool of %d channels x %d steps x %s = %s each",
-			remote, c.channels, ncclSharedSteps, mib(c.chunk), mib(c.sharedPool()))
+		if word {
+			how += fmt.Sprintf("; %d peer(s) on other nodes share a send and a receive pool of %d channels x %d steps x %s = %s each",
+				remote, c.channels, ncclSharedSteps, mib(c.chunk), mib(c.sharedPool()))
+		}
 	}
 	return b, how
 }
