@@ -97,11 +97,12 @@ func (raw Parallelism) Validate() error {
 // validateParallel checks the layout against itself, the cluster and the
 // model; errors name the numbers. The refusals a search meets by the ten
 // thousand are worded when read (units.IntError, RefusalFor).
-func (p *Plan) validateParallel() error {
-	if err := p.Parallel.Validate(); err != nil {
-		return err
+func (p *Plan) validateParallel(memo *LayoutMemo) error {
+	memo.layout(p.Model, &p.Parallel)
+	if memo.valid != nil {
+		return memo.valid
 	}
-	par := p.Parallel.Norm()
+	par := memo.norm
 	if err := p.validateAsyncTP(); err != nil { // async_tp.go
 		return err
 	}
@@ -192,16 +193,7 @@ func (p *Plan) validateParallel() error {
 	if p.Model == nil {
 		return nil
 	}
-	if err := p.Model.validateParallel(par); err != nil {
-		return err
-	}
-	if par.PP > 1 {
-		var room [128]int64 // the chunks' blocks (pp x virtual stages: up to 80 for a 70B, 126 for Llama 3 405B), read by nothing here
-		if _, _, err := stageLayersIn(room[:0], p.Model, par); err != nil {
-			return err
-		}
-	}
-	return nil
+	return memo.modelFits() // layout_memo.go
 }
 
 // validateParallel checks that every layer can be split as the layout asks.

@@ -221,6 +221,15 @@ func (p *Plan) ValidateFor(checked *Model) error { return units.Worded(p.Refusal
 // message once per class, not once per layout. Its text, and what
 // errors.As finds in it, are ValidateFor's.
 func (p *Plan) RefusalFor(checked *Model) error {
+	var memo LayoutMemo
+	return p.RefusalIn(checked, &memo)
+}
+
+// RefusalIn is RefusalFor with memo's verdicts of the checks that read the
+// layout and the model alone, where memo (not nil) holds this layout's
+// and model's, and memo left with them (LayoutMemo): the same error, or
+// nil (TestRefusalInAsRefusalFor, sim/search).
+func (p *Plan) RefusalIn(checked *Model, memo *LayoutMemo) error {
 	if p.Model == nil {
 		return &units.Error{Msg: "plan has no model"}
 	}
@@ -325,7 +334,7 @@ func (p *Plan) RefusalFor(checked *Model) error {
 	if err := p.checkCounts(); err != nil { // GPU counts that products cannot overflow
 		return err
 	}
-	return p.validateParallel()
+	return p.validateParallel(memo)
 }
 
 // LowerProgram lowers the model for one micro-batch of this plan.

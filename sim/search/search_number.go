@@ -16,10 +16,11 @@ func (sp *Space) checkAll(ctx context.Context, base *core.Plan, layouts []layout
 	refused := make([]bool, len(layouts))
 	known := make([]reasons, max(sp.Workers, 1))          // each worker's reason classes
 	counted := make([]map[string]int, max(sp.Workers, 1)) // and counts
+	memos := make([]core.LayoutMemo, max(sp.Workers, 1))  // and verdicts of its last layout (its next plans differ in checkpointing)
 	parallelChunks(ctx, sp.Workers, len(layouts), cheapChunk, progress, func(w, i int) {
 		var p core.Plan
 		sp.planInto(&p, base, layouts[i])
-		if err := p.RefusalFor(base.Model); err != nil { // its class alone is read: worded once per class
+		if err := p.RefusalIn(base.Model, &memos[w]); err != nil { // its class alone is read: worded once per class
 			if counted[w] == nil {
 				counted[w] = map[string]int{}
 			}
