@@ -31,7 +31,7 @@ func commGroups(p *core.Plan) []commGroup {
 	par := p.Parallel.Norm()
 	cl := p.Cluster.Norm(par.GPUs())
 	gpn := cl.GPUsPerNode
-	var gs []commGroup
+	gs := make([]commGroup, 0, 16) // Megatron's groups with the others': at most 13
 	add := func(name string, size, stride int64, pattern string) {
 		if size > 1 {
 			gs = append(gs, commGroup{name: name, size: size, intra: size*stride <= gpn, local: ranksInNode(size, stride, gpn), pattern: pattern})
@@ -73,13 +73,19 @@ func CommOverheads(p *core.Plan) []Overhead {
 	if !p.Parallel.Active() {
 		return nil
 	}
-	var out []Overhead
-	for _, g := range commGroups(p) {
-		c := ncclCommOf(p, g) // nccl.go
-		b, _ := c.memory(false)
-		out = append(out, Overhead{Name: "nccl_" + g.name, Bytes: b, nccl: c})
+	groups := commGroups(p)
+	out := make([]Overhead, len(groups))
+	for i, g := range groups {
+		out[i] = commOverhead(p, g)
 	}
 	return out
+}
+
+// commOverhead is communicator g's NCCL buffers.
+func commOverhead(p *core.Plan, g commGroup) Overhead {
+	c := ncclCommOf(p, g) // nccl.go
+	b, _ := c.memory(false)
+	return Overhead{Name: "nccl_" + g.name, Bytes: b, nccl: c}
 }
 
 // GroupSize is the number of ranks in a named group. A degree is read as

@@ -101,8 +101,16 @@ func Overheads(p *core.Plan) []Overhead {
 	dev := p.Device
 	eager := p.RuntimeMemory.ModuleLoading == "eager"
 	bytes, basis := dev.ContextFigure(eager, p.Runtime.CurrentStack)
-	out := []Overhead{{Name: "cuda_context", Bytes: bytes, ctx: contextHow{on: true, device: dev.Name, catalog: dev.Source, eager: eager, basis: basis}}}
-	return append(out, CommOverheads(p)...)
+	var groups []commGroup
+	if p.Parallel.Active() {
+		groups = commGroups(p)
+	}
+	out := make([]Overhead, 1, 1+len(groups)) // made at its length: a replay's, and every layout's of a search
+	out[0] = Overhead{Name: "cuda_context", Bytes: bytes, ctx: contextHow{on: true, device: dev.Name, catalog: dev.Source, eager: eager, basis: basis}}
+	for _, g := range groups {
+		out = append(out, commOverhead(p, g))
+	}
+	return out
 }
 
 // contextHow is what the CUDA context's source is worded from: the GPU's
