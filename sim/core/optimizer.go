@@ -62,31 +62,28 @@ const (
 type optimizerSpec struct {
 	name     string
 	paged    bool // state in CUDA unified memory (bitsandbytes paged optimizers)
-	states   func(o Optimizer, shape []int64, n int64, dt units.DType) []StateTensor
+	states   func(o Optimizer, shape []int64, n int64, dt units.DType) StateTensors
 	minState func(o Optimizer, n int64, dt units.DType) int64
 }
 
 // adamStates are Adam's exp_avg and exp_avg_sq, and the fused step's
 // device step counter.
-func adamStates(o Optimizer, _ []int64, n int64, dt units.DType) []StateTensor {
-	st := []StateTensor{{"exp_avg", dt.Bytes(n)}, {"exp_avg_sq", dt.Bytes(n)}}
+func adamStates(o Optimizer, _ []int64, n int64, dt units.DType) StateTensors {
 	if o.ImplName() == "fused" {
-		st = append(st, StateTensor{"step", 4})
+		return stateTensors(StateTensor{"exp_avg", dt.Bytes(n)}, StateTensor{"exp_avg_sq", dt.Bytes(n)}, StateTensor{"step", 4})
 	}
-	return st
+	return stateTensors(StateTensor{"exp_avg", dt.Bytes(n)}, StateTensor{"exp_avg_sq", dt.Bytes(n)})
 }
 
 // bnb8bitStates are bitsandbytes' two int8 moments with an fp32 absmax per
 // 256-element block; tensors under 4096 elements keep fp32 moments.
-func bnb8bitStates(_ Optimizer, _ []int64, n int64, _ units.DType) []StateTensor {
+func bnb8bitStates(_ Optimizer, _ []int64, n int64, _ units.DType) StateTensors {
 	if n < 4096 {
-		return []StateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
+		return stateTensors(StateTensor{"state1", units.FP32.Bytes(n)}, StateTensor{"state2", units.FP32.Bytes(n)})
 	}
 	blocks := (n + 255) / 256
-	return []StateTensor{
-		{"state1", n}, {"state2", n},
-		{"absmax1", units.FP32.Bytes(blocks)}, {"absmax2", units.FP32.Bytes(blocks)},
-	}
+	return stateTensors(StateTensor{"state1", n}, StateTensor{"state2", n},
+		StateTensor{"absmax1", units.FP32.Bytes(blocks)}, StateTensor{"absmax2", units.FP32.Bytes(blocks)})
 }
 
 func twoMoments(_ Optimizer, n int64, dt units.DType) int64 { return 2 * dt.Bytes(n) }
@@ -96,11 +93,11 @@ func noBound(Optimizer, int64, units.DType) int64           { return 0 }
 // optimizerSpecs declares the optimizer kinds, indexed by kind.
 var optimizerSpecs = [...]optimizerSpec{
 	SGD: {name: "sgd",
-		states: func(o Optimizer, _ []int64, n int64, dt units.DType) []StateTensor {
+		states: func(o Optimizer, _ []int64, n int64, dt units.DType) StateTensors {
 			if o.Momentum > 0 {
-				return []StateTensor{{"momentum_buffer", dt.Bytes(n)}}
+				return stateTensors(StateTensor{"momentum_buffer", dt.Bytes(n)})
 			}
-			return nil
+			return StateTensors{}
 		},
 		minState: func(o Optimizer, n int64, dt units.DType) int64 {
 			if o.Momentum > 0 {
@@ -115,22 +112,22 @@ var optimizerSpecs = [...]optimizerSpec{
 	AdamW8bit:      {name: "adamw8bit", states: bnb8bitStates, minState: noBound},
 	PagedAdamW8bit: {name: "paged_adamw8bit", paged: true, states: bnb8bitStates, minState: noBound},
 	PagedAdamW: {name: "paged_adamw", paged: true,
-		states: func(_ Optimizer, _ []int64, n int64, _ units.DType) []StateTensor {
-			return []StateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
+		states: func(_ Optimizer, _ []int64, n int64, _ units.DType) StateTensors {
+			return stateTensors(StateTensor{"state1", units.FP32.Bytes(n)}, StateTensor{"state2", units.FP32.Bytes(n)})
 		}, minState: noBound},
 	// Adafactor's factored moment depends on each tensor's shape.
 	Adafactor: {name: "adafactor",
-		states: func(_ Optimizer, shape []int64, n int64, dt units.DType) []StateTensor {
+		states: func(_ Optimizer, shape []int64, n int64, dt units.DType) StateTensors {
 			if len(shape) >= 2 {
 				r := Numel(shape[:len(shape)-1])
 				c := Numel(shape[:len(shape)-2]) * shape[len(shape)-1]
-				return []StateTensor{{"exp_avg_sq_row", dt.Bytes(r)}, {"exp_avg_sq_col", dt.Bytes(c)}}
+				return stateTensors(StateTensor{"exp_avg_sq_row", dt.Bytes(r)}, StateTensor{"exp_avg_sq_col", dt.Bytes(c)})
 			}
-			return []StateTensor{{"exp_avg_sq", dt.Bytes(n)}}
+			return stateTensors(StateTensor{"exp_avg_sq", dt.Bytes(n)})
 		}, minState: noBound},
 	Lion: {name: "lion",
-		states: func(_ Optimizer, _ []int64, n int64, dt units.DType) []StateTensor {
-			return []StateTensor{{"exp_avg", dt.Bytes(n)}}
+		states: func(_ Optimizer, _ []int64, n int64, dt units.DType) StateTensors {
+			return stateTensors(StateTensor{"exp_avg", dt.Bytes(n)})
 		}, minState: oneMoment},
 	// Sparse tables step their own rows (replay/table_replay.go); as a plan's
 	// optimizer its state is Adam's.
@@ -139,7 +136,7 @@ var optimizerSpecs = [...]optimizerSpec{
 
 func (k OptimizerKind) spec() *optimizerSpec {
 	if k == 0 || int(k) >= len(optimizerSpecs) {
-		return &optimizerSpec{name: "invalid", states: func(Optimizer, []int64, int64, units.DType) []StateTensor { return nil }, minState: noBound}
+		return &optimizerSpec{name: "invalid", states: func(Optimizer, []int64, int64, units.DType) StateTensors { return StateTensors{} }, minState: noBound}
 	}
 	return &optimizerSpecs[k]
 }
@@ -208,7 +205,52 @@ type StateTensor struct {
 
 // States returns the state tensors of a parameter of the given shape.
 func (o Optimizer) States(shape []int64, n int64, dt units.DType) []StateTensor {
+	st := o.StateTensors(shape, n, dt)
+	if st.n == 0 {
+		return nil
+	}
+	return append([]StateTensor(nil), st.List()...)
+}
+
+// StateTensors is States as a value, which a caller that keeps no list
+// (a replay's setup and first step, the time model's traffic, per
+// parameter) reads without one made on the heap: a list a call was a
+// fifth of BenchmarkEvaluateLlama70B3D's allocations.
+func (o Optimizer) StateTensors(shape []int64, n int64, dt units.DType) StateTensors {
 	return o.Kind.spec().states(o, shape, n, dt)
+}
+
+// StateTensors are a parameter's optimizer state tensors, at most
+// maxStateTensors.
+type StateTensors struct {
+	n int
+	t [maxStateTensors]StateTensor
+}
+
+// maxStateTensors bounds an optimizer's state tensors per parameter
+// (bitsandbytes' 8-bit optimizers: two moments and two absmax).
+const maxStateTensors = 4
+
+// stateTensors lists ts.
+func stateTensors(ts ...StateTensor) StateTensors {
+	var s StateTensors
+	s.n = copy(s.t[:], ts)
+	if s.n < len(ts) {
+		panic("core: more optimizer state tensors than maxStateTensors")
+	}
+	return s
+}
+
+// List is s's tensors (in s: a list of s itself).
+func (s *StateTensors) List() []StateTensor { return s.t[:s.n] }
+
+// Bytes is s's tensors' bytes.
+func (s *StateTensors) Bytes() int64 {
+	var b int64
+	for _, t := range s.t[:s.n] {
+		b += t.Bytes
+	}
+	return b
 }
 
 // StepTemporary is the transient memory of the step over tensors of

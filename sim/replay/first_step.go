@@ -13,7 +13,8 @@ func (r *Replay) firstStepStates() {
 		if !r.stepped(pi) {
 			continue
 		}
-		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(r.Plan.Precision)) {
+		states := r.Plan.Optimizer.StateTensors(p.Shape, p.Numel, p.StateDType(r.Plan.Precision))
+		for _, s := range states.List() {
 			id := r.allocState(p, s, ", created by the first optimizer.step()")
 			if r.lazy {
 				r.lazyIDs = append(r.lazyIDs, id)

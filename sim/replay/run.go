@@ -175,15 +175,15 @@ func (r *Replay) setup() {
 				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: m, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
 				st.Master += b
 			}
-			states := plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(prec))
-			for _, s := range states {
+			states := plan.Optimizer.StateTensors(p.Shape, p.Numel, p.StateDType(prec))
+			for _, s := range states.List() {
 				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
 					continue // unified memory, outside the caching allocator; or made by the first step()
 				}
 				r.allocState(p, s, "")
 			}
-			t := r.optimizerTraffic(p, states)
+			t := r.optimizerTraffic(p, states.Bytes())
 			r.Rep.Traffic.HBM += t
 			r.Rep.Traffic.Optimizer += t
 		}
@@ -237,19 +237,16 @@ func (r *Replay) paramBytes(p *core.ParamInfo) int64 {
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
 func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
-	return r.optimizerTraffic(p, r.Plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(r.Plan.Precision)))
+	states := r.Plan.Optimizer.StateTensors(p.Shape, p.Numel, p.StateDType(r.Plan.Precision))
+	return r.optimizerTraffic(p, states.Bytes())
 }
 
-// optimizerTraffic is OptimizerTraffic with p's optimizer states given
-// (setup has them already: each States call makes its list anew).
-func (r *Replay) optimizerTraffic(p *core.ParamInfo, states []core.StateTensor) int64 {
+// optimizerTraffic is OptimizerTraffic with the bytes s of p's optimizer
+// states given (setup has them already).
+func (r *Replay) optimizerTraffic(p *core.ParamInfo, s int64) int64 {
 	prec := r.Plan.Precision
 	w := p.Stored(prec).Bytes(p.Numel)
 	g := p.GradDType(prec).Bytes(p.Numel)
-	var s int64
-	for _, x := range states {
-		s += x.Bytes
-	}
 	m := int64(0)
 	if prec.Master != units.InvalidDType && p.DType == units.InvalidDType {
 		m = prec.Master.Bytes(p.Numel)
