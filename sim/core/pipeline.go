@@ -393,7 +393,11 @@ func (b *Builder) lowerUnit(u pipeUnit, x Value, srcs blockCopies) (Value, block
 		defer b.Scope(u.scope())()
 		return b.LowerChild(u.layer, x), srcs
 	}
-	defer b.Scope(u.BlockPath())()
+	// BlockPath as three scopes: the same module path, without the
+	// block's path made on the heap for each block of each program.
+	defer b.Scope(u.scope())()
+	defer b.Scope(ModuleName(u.rep))()
+	defer b.Scope(Itoa(u.block))()
 	b.block = int(u.block)
 	return b.lowerBlock(u.rep.Block(u.block), x, srcs, b.decoderLayers[u.rep])
 }
