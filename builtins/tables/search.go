@@ -402,7 +402,7 @@ func searchNotes(res *search.Result) []string {
 	}
 	for i, r := range s.InvalidBy {
 		if i == 3 {
-			notes = append(notes, fmt.Sprintf("  and %d more reasons", len(s.InvalidBy)-3))
+			notes = append(notes, "  and "+host.Count(int64(len(s.InvalidBy)-3), "more reason", "more reasons"))
 			break
 		}
 		notes = append(notes, fmt.Sprintf("  rejected %d: %s", r.Count, r.Why))
@@ -412,11 +412,7 @@ func searchNotes(res *search.Result) []string {
 		// tp x cp x pp over the GPUs is the cross product of the lists at
 		// work: worth saying only when nothing else is left.
 		if empty || !strings.HasPrefix(r.Why, "tp x cp x pp") {
-			what := "combinations"
-			if r.Count == 1 {
-				what = "combination"
-			}
-			notes = append(notes, fmt.Sprintf("  skipped %d %s of degrees: %s", r.Count, what, r.Why))
+			notes = append(notes, fmt.Sprintf("  skipped %s of degrees: %s", host.Count(int64(r.Count), "combination", "combinations"), r.Why))
 		}
 	}
 	if len(res.Front) > 0 {
