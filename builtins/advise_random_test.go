@@ -3,10 +3,10 @@ package builtins
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
 )
 
 // randomAdvice is how many seeded random plans TestRandomAdviceIsWhatToWrite
@@ -24,13 +24,7 @@ func TestRandomAdviceIsWhatToWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("advises and replays every row of each plan")
 	}
-	n := randomAdvice
-	if s := os.Getenv("MEMSH_ADVISE_RANDOM"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			t.Fatalf("MEMSH_ADVISE_RANDOM=%q: want a positive count", s)
-		}
-	}
+	n := testmodels.Draws(t, "MEMSH_ADVISE_RANDOM", randomAdvice)
 	for seed := 1; seed <= n; seed++ {
 		script, what := randomAdvicePlan(uint64(seed))
 		t.Run(fmt.Sprintf("seed %d: %s", seed, what), func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -38,13 +37,7 @@ func TestSearchRandomEqualsBruteForce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays every layout of each space")
 	}
-	n := randomSearches
-	if s := os.Getenv("MEMSH_SEARCH_RANDOM"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			t.Fatalf("MEMSH_SEARCH_RANDOM=%q: want a positive count", s)
-		}
-	}
+	n := testmodels.Draws(t, "MEMSH_SEARCH_RANDOM", randomSearches)
 	ran := 0
 	for seed := 1; seed <= n; seed++ {
 		base, space, what := randomSearch(uint64(seed))
@@ -62,32 +55,25 @@ func TestSearchRandomEqualsBruteForce(t *testing.T) {
 	}
 }
 
+// someOf draws a non-empty subset of xs, in their order.
+func someOf[T any](r *rand.Rand, xs ...T) []T {
+	var out []T
+	for len(out) == 0 {
+		for _, x := range xs {
+			if r.IntN(2) == 0 {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
 // randomSearch builds seed's base plan and space, and says what they are.
 func randomSearch(seed uint64) (*core.Plan, Space, string) {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
-	subset := func(xs ...string) []string { // a non-empty subset, in order
-		var out []string
-		for len(out) == 0 {
-			for _, x := range xs {
-				if r.IntN(2) == 0 {
-					out = append(out, x)
-				}
-			}
-		}
-		return out
-	}
-	ints := func(xs ...int64) []int64 {
-		var out []int64
-		for len(out) == 0 {
-			for _, x := range xs {
-				if r.IntN(2) == 0 {
-					out = append(out, x)
-				}
-			}
-		}
-		return out
-	}
+	subset := func(xs ...string) []string { return someOf(r, xs...) }
+	ints := func(xs ...int64) []int64 { return someOf(r, xs...) }
 	model := testmodels.Llama(1024, 4, 16, 4, 2816, 32000, "flash")
 	kind := "llama"
 	if r.IntN(3) == 0 {
