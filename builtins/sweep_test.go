@@ -35,6 +35,8 @@ func TestSweep(t *testing.T) {
 		{expr: "len(ok)", want: "4"},
 		{expr: "all([r[\"fits\"] for r in ok])", want: "True"},
 		{expr: "t[1][\"plan\"].checkpoint", want: `checkpoint("full")`},
+		// A range is an axis of the values it yields, as a list is.
+		{expr: "[(r[\"tp\"], r[\"checkpoint\"]) for r in sweep(t[0][\"plan\"], tp = range(1, 3), checkpoint = (\"none\",))]", want: `[(1, "none"), (2, "none")]`},
 		{expr: "t[1][\"plan\"].parallel.tp", want: "1"},
 		{expr: "t[2][\"plan\"].parallel.tp", want: "2"},
 		{expr: "t[3][\"report\"].step_time == t[3][\"step_time\"]", want: "True"},

@@ -69,7 +69,8 @@ func SearchBuiltins() []host.Builtin {
 			"one until one of its stages, replayed the fullest by the bound first, needs as much), which " +
 			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space, each value listed once: tp=[4, 8], pp=, cp=, " +
 			"ep= (a MoE's: each value a divisor of its experts), expert_tp=[1] (a MoE's; each value 1 or a tp of the space), micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
-			"cp_mode=[\"ring\"], offload=. Returns a table, fastest first, of the top rows and the front: " +
+			"cp_mode=[\"ring\"], offload=; a list may be a range (tp=range(1, 9)), names each value once, and is read by some layout (virtual_stages past 1 with a pp above 1, " +
+			"cp_mode with a cp above 1). Returns a table, fastest first, of the top rows and the front: " +
 			"tp, pp, cp, cp_mode, ep, expert_tp (a MoE's only), dp, dp_replicate, sharding, offload (with offload=), micro_batch, micro_batches, schedule, virtual_stages, " +
 			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +
 			"headroom, front, plan (simulate(row[\"plan\"]) or replace() it) and report; t.notes say what was explored: the " +

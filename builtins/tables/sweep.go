@@ -43,7 +43,7 @@ func SweepBuiltins() []host.Builtin {
 		Doc: "Simulates every combination of the axes and returns a table, one row per plan: " +
 			"sweep(plan, tp=[1, 2, 4], batch=[1, 2, 4]). An axis names a train() argument (batch, seq, " +
 			"precision, checkpoint, gpu, grad_accum, ...), a parallel() keyword (" + strings.Join(parallelFields, ", ") + ") or a cluster() " +
-			"field (" + strings.Join(clusterFields, ", ") + "), with a list of values (a single value is a list of one). Each " +
+			"field (" + strings.Join(clusterFields, ", ") + "), with a list, tuple or range of values (batch=range(1, 9); a single value is a list of one). Each " +
 			"combination is plan.replace(...); they run in parallel goroutines, with a progress bar on a " +
 			"terminal; Ctrl-C stops them. Rows hold the axes, then fits, device_used, headroom, " +
 			"peak_allocated, step_time, mfu, tokens_per_s, error (a combination the plan rejects, e.g. tp=3 " +
@@ -206,20 +206,28 @@ func contains(xs []string, s string) bool {
 	return false
 }
 
-// listOf reads an axis: a list or tuple of values, or one value.
+// listOf reads an axis: a list, tuple or range of values, or one value.
 func listOf(v starlark.Value) []starlark.Value {
 	switch x := v.(type) {
 	case *starlark.List, starlark.Tuple:
-		var out []starlark.Value
-		it := starlark.Iterate(x)
-		defer it.Done()
-		var e starlark.Value
-		for it.Next(&e) {
-			out = append(out, e)
-		}
-		return out
+		return iterated(x.(starlark.Iterable))
+	}
+	if x, ok := v.(starlark.Iterable); ok && v.Type() == "range" { // range(1, 9): the ints it yields
+		return iterated(x)
 	}
 	return []starlark.Value{v}
+}
+
+// iterated lists the values x yields.
+func iterated(x starlark.Iterable) []starlark.Value {
+	var out []starlark.Value
+	it := x.Iterate()
+	defer it.Done()
+	var e starlark.Value
+	for it.Next(&e) {
+		out = append(out, e)
+	}
+	return out
 }
 
 func axesDesc(axes []axis) string {

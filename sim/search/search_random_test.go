@@ -144,6 +144,9 @@ func randomSearch(seed uint64) (*core.Plan, Space, string) {
 			space.Offload = append(space.Offload, "none")
 		}
 	}
+	if !slices.ContainsFunc(space.CP, func(c int64) bool { return c > 1 }) {
+		space.CPModes = nil // no layout reads them (checkIdleLists)
+	}
 	if base.Cluster.Nodes == 2 {
 		space.GPUsPerNode = gpus / 2
 	}

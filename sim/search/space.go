@@ -224,6 +224,9 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if err := sp.checkLists(); err != nil {
 		return sp, err
 	}
+	if err := sp.checkIdleLists(); err != nil {
+		return sp, err
+	}
 	if err := sp.checkEP(base); err != nil {
 		return sp, err
 	}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/units"
 )
@@ -50,4 +51,22 @@ func repeated[T comparable](vals []T) (T, bool) {
 func listRepeats(name, value string) error {
 	return &units.Error{Path: "search", Msg: fmt.Sprintf("%s lists %s twice", name, value),
 		Hint: "each value of a list is one choice of the space: list it once"}
+}
+
+// checkIdleLists refuses a list that no layout of the space reads: a
+// virtual_stages list with more than one chunk where every pp of the pp
+// list is 1 (interleaving needs pipeline stages), a cp_mode list where
+// every cp of the cp list is 1 (one rank holds the whole sequence). Run
+// with either, the search ignored the list and said nothing.
+func (sp Space) checkIdleLists() error {
+	all1 := func(l []int64) bool { return l != nil && !slices.ContainsFunc(l, func(n int64) bool { return n != 1 }) }
+	if all1(sp.PP) && slices.ContainsFunc(sp.Virtual, func(v int64) bool { return v > 1 }) {
+		return &units.Error{Path: "search", Msg: fmt.Sprintf("virtual_stages=%s: model chunks per GPU need pipeline stages, and pp=%s", spaceList(sp.Virtual), spaceList(sp.PP)),
+			Hint: "add a pp above 1 (pp=[1, 2, 4]), or leave virtual_stages out"}
+	}
+	if all1(sp.CP) && sp.CPModes != nil {
+		return &units.Error{Path: "search", Msg: fmt.Sprintf("cp_mode=%s: context parallelism's attention needs cp above 1, and cp=%s", starList(sp.CPModes), spaceList(sp.CP)),
+			Hint: "add a cp above 1 (cp=[1, 2]), or leave cp_mode out"}
+	}
+	return nil
 }

@@ -84,3 +84,33 @@ func TestSpaceEP(t *testing.T) {
 		}
 	}
 }
+
+// TestSpaceIdleLists: a virtual_stages list past 1 where every pp is 1,
+// or a cp_mode list where every cp is 1, is refused with what would read
+// it (the search ignored the list); the same lists beside a degree that
+// reads them are taken.
+func TestSpaceIdleLists(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	for _, row := range []struct {
+		sp   Space
+		want string // "" when taken
+	}{
+		{Space{PP: []int64{1}, Virtual: []int64{2}}, "virtual_stages=[2]: model chunks per GPU need pipeline stages, and pp=[1]"},
+		{Space{PP: []int64{1}, Virtual: []int64{1}}, ""},
+		{Space{PP: []int64{1, 2}, Virtual: []int64{2}}, ""},
+		{Space{Virtual: []int64{2}}, ""}, // pp's default lists more than 1
+		{Space{CP: []int64{1}, CPModes: []string{"ulysses"}}, `cp_mode=["ulysses"]: context parallelism's attention needs cp above 1, and cp=[1]`},
+		{Space{CP: []int64{1, 2}, CPModes: []string{"ulysses"}}, ""},
+		{Space{CPModes: []string{"ring"}}, ""},
+	} {
+		sp := row.sp
+		sp.GPUs, sp.GlobalBatch = 8, 16
+		_, err := sp.defaults(base)
+		switch {
+		case row.want == "" && err != nil:
+			t.Errorf("%+v: %v, want it taken", row.sp, err)
+		case row.want != "" && (err == nil || !strings.Contains(err.Error(), row.want)):
+			t.Errorf("%+v: %v, want %q", row.sp, err, row.want)
+		}
+	}
+}
