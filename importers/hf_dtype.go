@@ -105,8 +105,9 @@ func hfPrecision(t *tree, o Options, p *plan, qlora bool) error {
 // checkpoint's own, the "dtype" key of the model's config.json (or
 // "torch_dtype", its name before 4.56) when it has one (modeling_utils.py
 // _get_dtype: "Will use dtype=... as defined in model's config object"),
-// else the weights' (which memsh cannot read). Without the config.json
-// at hand (a zoo model) the weights are float32 and the guess listed as
+// else the weights' (which memsh cannot read). A zoo model's checkpoint
+// dtype is its Hub config.json's (zooCheckpointDtype); without a
+// config.json otherwise the weights are float32 and the guess listed as
 // not modelled. from names where the dtype comes from.
 func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err error) {
 	_, major, err := hfTransformers(t)
@@ -121,6 +122,11 @@ func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err erro
 		what = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x float32: memsh.transformers=4.57.1 says a 4.x run)"
 	}
 	if o.ModelData == nil {
+		name, _ := t.str("model_name_or_path", "")
+		if m, ok := hfModels[name]; ok && o.Model == "" {
+			d := zooCheckpointDtype(m)
+			return d, name + "'s checkpoint dtype " + d, nil
+		}
 		t.notModelled = append(t.notModelled, what+", which memsh reads as float32 without the model's config.json: pass --model config.json, or set torch_dtype (or dtype)")
 		return "", "", nil
 	}
@@ -145,4 +151,19 @@ func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err erro
 	}
 	t.notModelled = append(t.notModelled, what+": "+o.Model+" has no dtype (or torch_dtype), so transformers reads the weights' own, which memsh reads as float32: set torch_dtype (or dtype) to say which")
 	return "", "", nil
+}
+
+// zooCheckpointDtype is the dtype the Hub's config.json of a zoo model's
+// checkpoints says (torch_dtype), which from_pretrained loads under
+// transformers 5 or dtype "auto": float16 for Llama 2 (meta-llama's
+// Llama-2-*-hf, sim/testdata/hf/llama-2-7b.json, llama-2-70b.json),
+// bfloat16 for every other model hfModels names (Llama 3, 3.1, 3.2 and
+// 3.3, Mistral 7B, Gemma, Qwen2, Qwen2.5, Qwen3, Phi-3-mini, Phi-4:
+// llama-3-8b.json, llama-3.1-70b.json, mistral-7b-v0.1.json, gemma-7b.json,
+// qwen2-7b.json, qwen3-8b.json, phi-3-mini-4k.json there).
+func zooCheckpointDtype(m zooModel) string {
+	if m.fn == "llama" && (m.size == "7b" || m.size == "13b" || m.size == "70b") {
+		return "float16"
+	}
+	return "bfloat16"
 }

@@ -32,8 +32,12 @@ func TestHFLoadedDtype(t *testing.T) {
 		{name: "5: the run's own dtype wins", model: `{"torch_dtype": "bfloat16"}`, overrides: []string{"dtype=float32"}, precision: `"bf16-mixed"`},
 		{name: "5: no dtype in config.json", model: `{"model_type": "mistral"}`, precision: `"bf16-mixed"`,
 			note: "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x float32: memsh.transformers=4.57.1 says a 4.x run): m.json has no dtype (or torch_dtype), so transformers reads the weights' own"},
-		{name: "5: no config.json", precision: `"bf16-mixed"`, note: "which memsh reads as float32 without the model's config.json: pass --model config.json"},
-		{name: "5: auto, no config.json", overrides: []string{"torch_dtype=auto"}, precision: `"bf16-mixed"`, note: "torch_dtype: auto loads the checkpoint's own dtype, which memsh reads as float32 without"},
+		// a zoo model: its checkpoint's dtype, as its Hub config.json says
+		// (Mistral-7B-v0.1 bfloat16, Llama-2-7b-hf float16)
+		{name: "5: the zoo's model", precision: `"bf16"`},
+		{name: "5: auto, the zoo's model", overrides: []string{"torch_dtype=auto"}, precision: `"bf16"`},
+		{name: "5: the zoo's Llama 2, float16", overrides: []string{"model_name_or_path=meta-llama/Llama-2-7b-hf"}, precision: `"fp16"`},
+		{name: "5: the zoo's Llama 3.2, a run's own float32", overrides: []string{"model_name_or_path=meta-llama/Llama-3.2-1B", "torch_dtype=float32"}, precision: `"bf16-mixed"`},
 		{name: "4.x: float32", model: `{"torch_dtype": "bfloat16"}`, overrides: []string{v4}, precision: `"bf16-mixed"`,
 			hfConfig: `hf_config("m.json", attn = "sdpa", transformers = "4.57.1")`},
 		{name: "4.x: float32, no config.json", overrides: []string{v4}, precision: `"bf16-mixed"`},

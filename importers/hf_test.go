@@ -18,9 +18,6 @@ import (
 const hfFSDPVersionUnset = "fsdp_config.version: unset, so transformers 5.10 and later run FSDP2 (4.x and 5.0-5.9 FSDP1: " +
 	"memsh.transformers=4.57.1 says a 4.x run, or set fsdp_config.version)"
 
-// hfDtypeUnset is the note for a run that does not say the model's dtype.
-const hfDtypeUnset = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x float32: memsh.transformers=4.57.1 says a 4.x run), which memsh reads as float32 without the model's config.json: pass --model config.json, or set torch_dtype (or dtype)"
-
 func TestHF(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "zephyr-7b-beta SFT, full",
@@ -158,22 +155,20 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
              gpu = "H100-80GB", parallel = parallel(dp = 8))`,
 	}, {
-		name:        "the plain Trainer's gradient checkpointing: non-reentrant (transformers 5)",
-		file:        "hf/trainer_gc.json",
-		step:        hfStep(2, 1, 1, 1024),
-		opts:        Options{Seq: 1024},
-		notModelled: []string{hfDtypeUnset},
+		name: "the plain Trainer's gradient checkpointing: non-reentrant (transformers 5)",
+		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
+		opts: Options{Seq: 1024},
 		hand: `load("@stdlib//llm.star", "mistral")
-plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", gpu = "H100-80GB")`,
 	}, {
-		name:        "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
-		file:        "hf/trainer_gc.json",
-		step:        hfStep(2, 1, 1, 1024),
-		opts:        Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
-		notModelled: []string{hfDtypeUnset},
+		name: "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
+		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
+		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
-plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
 	}, {
 		name: "the plain Trainer under transformers 4.x, said by memsh.transformers: reentrant checkpointing, float32 weights",
@@ -205,20 +200,19 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing=false", "activation_checkpointing=true",
 			"gradient_checkpointing_kwargs.use_reentrant=false", "activation_checkpointing_kwargs.use_reentrant=true"}},
-		notModelled: []string{hfDtypeUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
-plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
 	}, {
 		name: "every_n_layers and offload in the kwargs",
 		file: "hf/trainer_gc.json",
 		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.every_n_layers=2", "gradient_checkpointing_kwargs.offload=true"}},
-		notModelled: []string{hfDtypeUnset, "gradient_checkpointing_kwargs.every_n_layers: transformers checkpoints layers 0, 2, 4, ...; checkpoint(every=2) " +
+		notModelled: []string{"gradient_checkpointing_kwargs.every_n_layers: transformers checkpoints layers 0, 2, 4, ...; checkpoint(every=2) " +
 			"the same number of layers, from layer 1 (the count is the same, which layers may differ by one at the ends)",
 			"gradient_checkpointing_kwargs.offload: the checkpointed layers' inputs held in pinned host memory (save_on_cpu): memsh keeps them on the device"},
 		hand: `load("@stdlib//llm.star", "mistral")
-plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), gpu = "H100-80GB")`,
 	}, {
 		name:  "the plain Trainer with the model's config.json under transformers 5: the checkpoint's dtype (torch_dtype bfloat16)",
