@@ -130,114 +130,81 @@ func (c Change) Apply(p *core.Plan) (*core.Plan, error) {
 // (builtins/plans/train_keywords.go); a test replays every candidate both
 // ways and compares.
 func (s Setting) apply(q *core.Plan) error {
-	bad := func() error {
-		return fmt.Errorf("internal error: advise setting %s has a %T", s.Keyword, s.Value)
-	}
+	var ok bool
 	switch s.Keyword {
-	case "batch", "grad_accum", "seq", "loss_chunks", "members":
-		n, ok := s.Value.(int64)
-		if !ok {
-			return bad()
-		}
-		switch s.Keyword {
-		case "batch":
-			q.Batch = n
-		case "grad_accum":
-			q.GradAccum = n
-		case "seq":
-			q.Seq = n
-		case "loss_chunks":
-			q.LossChunks = n
-		case "members":
-			q.Members = n
-		}
+	case "batch":
+		ok = set(&q.Batch, s.Value)
+	case "grad_accum":
+		ok = set(&q.GradAccum, s.Value)
+	case "seq":
+		ok = set(&q.Seq, s.Value)
+	case "loss_chunks":
+		ok = set(&q.LossChunks, s.Value)
+	case "members":
+		ok = set(&q.Members, s.Value)
 	case "expandable_segments":
-		b, ok := s.Value.(bool)
-		if !ok {
-			return bad()
-		}
-		q.ExpandableSegments = b
+		ok = set(&q.ExpandableSegments, s.Value)
 	case "members_mode":
-		m, ok := s.Value.(string)
-		if !ok {
-			return bad()
-		}
-		q.MembersMode = m
-	case "precision":
-		name, ok := s.Value.(string)
-		if !ok {
-			return bad()
-		}
-		prec, err := core.LookupPrecision(name)
-		if err != nil {
-			return err
-		}
-		q.Precision = prec
+		ok = set(&q.MembersMode, s.Value)
 	case "checkpoint":
-		c, ok := s.Value.(core.Checkpoint)
-		if !ok {
-			return bad()
-		}
-		q.Checkpoint = c
+		ok = set(&q.Checkpoint, s.Value)
 	case "optimizer":
-		o, ok := s.Value.(core.Optimizer)
-		if !ok {
-			return bad()
-		}
-		q.Optimizer = o
+		ok = set(&q.Optimizer, s.Value)
 	case "parallel":
-		par, ok := s.Value.(core.Parallelism)
-		if !ok {
-			return bad()
-		}
-		q.Parallel = par
-	case "offload":
-		o, ok := s.Value.(core.Offload)
-		if !ok {
-			return bad()
-		}
-		q.Offload = &o
-		if o == (core.Offload{}) { // every tier taken back: offload=None
-			q.Offload = nil
-		}
+		ok = set(&q.Parallel, s.Value)
 	case "cluster":
-		c, ok := s.Value.(hw.Cluster)
-		if !ok {
-			return bad()
-		}
-		q.Cluster = c
+		ok = set(&q.Cluster, s.Value)
 	case "compile":
-		c, ok := s.Value.(core.Compile)
-		if !ok {
-			return bad()
-		}
-		q.Compile = c
-	case "lora":
-		l, ok := s.Value.(core.LoRA)
-		if !ok {
-			return bad()
-		}
-		q.LoRA = &l
+		ok = set(&q.Compile, s.Value)
 	case "gpu":
-		d, ok := s.Value.(hw.Device)
-		if !ok {
-			return bad()
+		ok = set(&q.Device, s.Value)
+	case "offload":
+		var o core.Offload
+		if ok = set(&o, s.Value); ok {
+			q.Offload = &o
+			if o == (core.Offload{}) { // every tier taken back: offload=None
+				q.Offload = nil
+			}
 		}
-		q.Device = d
+	case "lora":
+		var l core.LoRA
+		if ok = set(&l, s.Value); ok {
+			q.LoRA = &l
+		}
+	case "precision":
+		var name string
+		if ok = set(&name, s.Value); ok {
+			prec, err := core.LookupPrecision(name)
+			if err != nil {
+				return err
+			}
+			q.Precision = prec
+		}
 	case "model":
-		m, ok := s.Value.(ModelChange)
-		if !ok {
-			return bad()
+		var m ModelChange
+		if ok = set(&m, s.Value); ok {
+			edited, err := m.Edit(q.Model)
+			if err != nil {
+				return err
+			}
+			q.Model = edited
 		}
-		edited, err := m.Edit(q.Model)
-		if err != nil {
-			return err
-		}
-		q.Model = edited
 	default:
 		return fmt.Errorf("internal error: advise cannot set %q", s.Keyword)
 	}
+	if !ok {
+		return fmt.Errorf("internal error: advise setting %s has a %T", s.Keyword, s.Value)
+	}
 	return nil
+}
+
+// set stores v in *dst when v holds a T, and says whether it did.
+func set[T any](dst *T, v any) bool {
+	x, ok := v.(T)
+	if ok {
+		*dst = x
+	}
+	return ok
 }
 
 // compatible says whether a and b can be made together: two knobs, no
