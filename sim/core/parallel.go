@@ -232,33 +232,19 @@ func (p Parallelism) String() string {
 	if len(n.FSDPUnits) > 0 {
 		parts = append(parts, fmt.Sprintf("fsdp_units=[%s]", quoteList(n.FSDPUnits)))
 	}
-	if n.AdapterUnits {
-		parts = append(parts, "fsdp_adapter_units=True")
-	}
-	if n.SyncEachBatch {
-		parts = append(parts, "fsdp_sync_each_batch=True")
-	}
-	if n.SyncStates {
-		parts = append(parts, "fsdp_sync_module_states=True")
-	}
+	parts = appendFlags(parts, flag{n.AdapterUnits, "fsdp_adapter_units=True"}, flag{n.SyncEachBatch, "fsdp_sync_each_batch=True"},
+		flag{n.SyncStates, "fsdp_sync_module_states=True"})
 	if n.BackwardPrefetch != "" && n.BackwardPrefetch != PrefetchPre {
 		parts = append(parts, fmt.Sprintf("fsdp_backward_prefetch=%q", n.BackwardPrefetch))
 	}
-	if n.ForwardPrefetch {
-		parts = append(parts, "fsdp_forward_prefetch=True")
-	}
-	if n.FSDPNoSync {
-		parts = append(parts, "fsdp_no_sync=True")
-	}
+	parts = appendFlags(parts, flag{n.ForwardPrefetch, "fsdp_forward_prefetch=True"}, flag{n.FSDPNoSync, "fsdp_no_sync=True"})
 	if n.FSDPParamDType != units.InvalidDType {
 		parts = append(parts, fmt.Sprintf("param_dtype=%q", n.FSDPParamDType.Name()))
 	}
 	if n.FSDPReduceDType != units.InvalidDType {
 		parts = append(parts, fmt.Sprintf("reduce_dtype=%q", n.FSDPReduceDType.Name()))
 	}
-	if n.SequenceParallel {
-		parts = append(parts, "sequence_parallel=True")
-	}
+	parts = appendFlags(parts, flag{n.SequenceParallel, "sequence_parallel=True"})
 	if n.ETP > 0 && n.ETP != n.TP {
 		parts = append(parts, fmt.Sprintf("expert_tp=%d", n.ETP))
 	}
@@ -306,54 +292,37 @@ func (p Parallelism) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", f.k, f.v))
 		}
 	}
-	if n.EmbeddingSlot {
-		parts = append(parts, "account_for_embedding=True")
-	}
-	if n.LossSlot {
-		parts = append(parts, "account_for_loss=True")
-	}
-	if n.DistributedOptimizer {
-		parts = append(parts, "distributed_optimizer=True")
-	}
-	if n.NoOverlapGradReduce {
-		parts = append(parts, "overlap_grad_reduce=False")
-	}
-	if n.NoOverlapParamGather {
-		parts = append(parts, "overlap_param_gather=False")
-	}
-	if n.OverlapComm {
-		parts = append(parts, "overlap_comm=True")
-	}
+	parts = appendFlags(parts, flag{n.EmbeddingSlot, "account_for_embedding=True"}, flag{n.LossSlot, "account_for_loss=True"},
+		flag{n.DistributedOptimizer, "distributed_optimizer=True"}, flag{n.NoOverlapGradReduce, "overlap_grad_reduce=False"},
+		flag{n.NoOverlapParamGather, "overlap_param_gather=False"}, flag{n.OverlapComm, "overlap_comm=True"})
 	for _, z := range n.zeroSizeKeys() {
 		if z.size.Set || z.size.Auto {
 			parts = append(parts, z.name+"="+z.size.String())
 		}
 	}
-	if n.SyncTPComm {
-		parts = append(parts, "async_tp_comm=False")
-	}
-	if n.TPCommOverlap {
-		parts = append(parts, "tp_comm_overlap=True")
-	}
-	if n.AsyncTP {
-		parts = append(parts, "async_tp=True")
-	}
-	if n.LossDPGroup {
-		parts = append(parts, "loss_dp_group=True")
-	}
-	if n.GradNormGroup {
-		parts = append(parts, "grad_norm_group=True")
-	}
-	if n.UnpermuteProbs {
-		parts = append(parts, "unpermute_probs=True")
-	}
-	if n.SharedExpertOverlap {
-		parts = append(parts, "shared_expert_overlap=True")
-	}
+	parts = appendFlags(parts, flag{n.SyncTPComm, "async_tp_comm=False"}, flag{n.TPCommOverlap, "tp_comm_overlap=True"},
+		flag{n.AsyncTP, "async_tp=True"}, flag{n.LossDPGroup, "loss_dp_group=True"}, flag{n.GradNormGroup, "grad_norm_group=True"},
+		flag{n.UnpermuteProbs, "unpermute_probs=True"}, flag{n.SharedExpertOverlap, "shared_expert_overlap=True"})
 	if n.RouterDType != units.InvalidDType {
 		parts = append(parts, fmt.Sprintf("router_dtype=%q", n.RouterDType.Name()))
 	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
+}
+
+// flag is a boolean setting and the keyword text String writes when it is on.
+type flag struct {
+	on   bool
+	text string
+}
+
+// appendFlags appends the text of each flag that is on, in order.
+func appendFlags(parts []string, flags ...flag) []string {
+	for _, f := range flags {
+		if f.on {
+			parts = append(parts, f.text)
+		}
+	}
+	return parts
 }
 
 func quoteList(xs []string) string {
