@@ -43,14 +43,7 @@ func (x Checkpoint) String() string {
 }
 
 func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
-	eq := x.String() == y.(Checkpoint).String()
-	switch op {
-	case syntax.EQL:
-		return eq, nil
-	case syntax.NEQ:
-		return !eq, nil
-	}
-	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
+	return compareEqual(op, x.String() == y.(Checkpoint).String(), "checkpoint policies")
 }
 
 var checkpointAttrNames = []string{"budget", "early_stop", "every", "input_requires_grad", "mode", "modules", "policy", "reentrant", "save"}

@@ -9,6 +9,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/litgpt"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // Offload is the Starlark value of offload(...) (type "offload"): where
@@ -24,6 +25,11 @@ func (x Offload) Type() string          { return "offload" }
 func (x Offload) Freeze()               {}
 func (x Offload) Truth() starlark.Bool  { return starlark.True }
 func (x Offload) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+
+// CompareSameType: two offload settings are equal when every tier is.
+func (x Offload) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	return compareEqual(op, *x.o == *y.(Offload).o, "offload settings")
+}
 
 func (x Offload) String() string {
 	var parts []string

@@ -2,12 +2,14 @@ package plans
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // LoRA is the Starlark value of a low-rank adapter configuration (type
@@ -25,6 +27,15 @@ func (x LoRA) Truth() starlark.Bool  { return starlark.True }
 func (x LoRA) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 
 func (x LoRA) String() string { return x.l.String() }
+
+// CompareSameType: two adapter configurations are equal when every
+// setting is.
+func (x LoRA) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	a, b := x.l, y.(LoRA).l
+	eq := a.Rank == b.Rank && a.Alpha == b.Alpha && slices.Equal(a.Targets, b.Targets) && a.Pattern == b.Pattern &&
+		slices.Equal(a.TargetParameters, b.TargetParameters) && a.Dropout == b.Dropout && a.BaseDType == b.BaseDType
+	return compareEqual(op, eq, "LoRA configurations")
+}
 
 var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "target_parameters", "target_pattern", "targets"}
 

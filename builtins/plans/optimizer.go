@@ -48,14 +48,7 @@ func (x Optimizer) String() string {
 }
 
 func (x Optimizer) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
-	eq := x.o == y.(Optimizer).o
-	switch op {
-	case syntax.EQL:
-		return eq, nil
-	case syntax.NEQ:
-		return !eq, nil
-	}
-	return false, fmt.Errorf("%s not supported for optimizers", op)
+	return compareEqual(op, x.o == y.(Optimizer).o, "optimizers")
 }
 
 var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum"}

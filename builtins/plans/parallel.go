@@ -12,6 +12,7 @@ import (
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // Parallel is the Starlark value of a distributed layout (type
@@ -38,6 +39,13 @@ func (x Parallel) Freeze()               {}
 func (x Parallel) Truth() starlark.Bool  { return starlark.True }
 func (x Parallel) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 func (x Parallel) String() string        { return x.P.String() }
+
+// CompareSameType: two layouts are equal when they print the same
+// parallel() call, which names every keyword set away from its default
+// (TestParallelStringIsTheCall).
+func (x Parallel) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	return compareEqual(op, x.String() == y.(Parallel).String(), "layouts")
+}
 
 func (x Parallel) AttrNames() []string {
 	names := make([]string, 0, len(layoutKeywords)+1)
@@ -171,7 +179,8 @@ func hostDefaults() string {
 func parallelLayoutDoc() string {
 	return "With keywords, a distributed layout for train(parallel=...): parallel(" + layoutSig() + "). " +
 		"simulate() then reports one GPU (the fullest pipeline stage; all stages in r.ranks); the layout's " +
-		"attributes are its keywords and gpus (dp*tp*pp*cp).\n\nKeywords:" + layoutDoc()
+		"attributes are its keywords and gpus (dp*tp*pp*cp). A layout prints as the parallel() call that builds it, " +
+		"defaults left out, and two layouts are equal (==, dict keys, in) when they print the same call.\n\nKeywords:" + layoutDoc()
 }
 
 // parallelOrLayer is parallel(): with positional layers, the parallel

@@ -79,14 +79,7 @@ func (x Precision) String() string {
 }
 
 func (x Precision) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
-	eq := x.p == y.(Precision).p
-	switch op {
-	case syntax.EQL:
-		return eq, nil
-	case syntax.NEQ:
-		return !eq, nil
-	}
-	return false, fmt.Errorf("%s not supported for precision policies", op)
+	return compareEqual(op, x.p == y.(Precision).p, "precision policies")
 }
 
 var precisionAttrNames = []string{"autocast", "compute", "grads", "master", "megatron", "name", "norms", "optimizer_states", "params"}
