@@ -15,16 +15,17 @@ import (
 // attention builtins share.
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, gateV, selfName, name starlark.Value
-	var projNames starlark.Indexable
+	var projNamesArg host.NoneOr[starlark.Indexable]
 	var qkvBias, outBias, rope, sinks, gqa, mrope, ropeCat, tablesFP32, eagerMask bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gateV, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "proj_names?", &projNames, "self_name?", &selfName, "name?", &name); err != nil {
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gateV, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "proj_names?", &projNamesArg, "self_name?", &selfName, "name?", &name); err != nil {
 		return nil, err
 	}
+	projNames := projNamesArg.V
 	qk, err := qkNormArg(qkNormV)
 	if err != nil {
 		return nil, err

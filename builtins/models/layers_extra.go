@@ -285,12 +285,13 @@ func visionTowerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rows, dim, maxSeq, name, bufferLen starlark.Value
 	var perSample, bufferIDs bool
-	var buffer string
+	var bufferArg host.NoneOr[string]
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "dim", &dim,
-		"per_sample?", &perSample, "max_seq?", &maxSeq, "buffer?", &buffer, "buffer_len?", &bufferLen,
+		"per_sample?", &perSample, "max_seq?", &maxSeq, "buffer?", &bufferArg, "buffer_len?", &bufferLen,
 		"buffer_ids?", &bufferIDs, "name?", &name); err != nil {
 		return nil, err
 	}
+	buffer := bufferArg.V
 	e := &nn.AddEmbedding{PerSample: perSample, Buffer: buffer, BufferIDs: bufferIDs}
 	if (buffer == "") != (bufferLen == nil || bufferLen == starlark.None) {
 		return nil, fmt.Errorf("buffer and buffer_len go together (got buffer=%q, buffer_len=%v)", buffer, bufferLen)

@@ -14,13 +14,14 @@ import (
 
 func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, dropout, outModule, name starlark.Value
-	var projNames starlark.Indexable
+	var projNamesArg host.NoneOr[starlark.Indexable]
 	var bias, fused bool
 	act := "gelu"
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
-		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "proj_names?", &projNames, "out_module?", &outModule, "name?", &name); err != nil {
+		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "proj_names?", &projNamesArg, "out_module?", &outModule, "name?", &name); err != nil {
 		return nil, err
 	}
+	projNames := projNamesArg.V
 	if fused {
 		if projNames != nil {
 			return nil, fmt.Errorf("mlp: fused=True names its projections input_linear and output_linear (Granite's GLU): drop proj_names")

@@ -123,11 +123,12 @@ func LoraBuiltins() []host.Builtin {
 
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rank, alpha, dropout, targets, autocastAdapter, targetParams starlark.Value
-	var pattern starlark.String
+	var patternArg host.NoneOr[starlark.String]
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,
-		"autocast_adapter_dtype?", &autocastAdapter, "target_parameters?", &targetParams, "target_pattern?", &pattern); err != nil {
+		"autocast_adapter_dtype?", &autocastAdapter, "target_parameters?", &targetParams, "target_pattern?", &patternArg); err != nil {
 		return nil, err
 	}
+	pattern := patternArg.V
 	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
 	if autocastAdapter != nil {
 		on, ok := autocastAdapter.(starlark.Bool)
