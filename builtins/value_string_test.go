@@ -77,5 +77,9 @@ func TestSettingsCompare(t *testing.T) {
 		{expr: `offload(optimizer = "cpu") == offload(optimizer = "cpu")`, want: "True"},
 		{expr: `offload(optimizer = "cpu") == offload(params = "cpu")`, want: "False"},
 		{expr: `offload(activations = "cpu") == offload(activations = "cpu", streams = False)`, want: "False"},
+		// a LoRA configuration's attributes are its keywords: targets is None
+		// where target_pattern stands for it (lora() refuses both)
+		{expr: `lora(target_pattern = ".*proj").targets`, want: "None"},
+		{expr: `[lora(**{k: getattr(l, k) for k in dir(l)}) == l for l in [lora(rank = 4, targets = ["all-linear"]), lora(target_pattern = ".*proj", dropout = 0.1)]]`, want: "[True, True]"},
 	})
 }

@@ -52,6 +52,9 @@ func (x LoRA) Attr(name string) (starlark.Value, error) {
 	case "autocast_adapter_dtype":
 		return starlark.Bool(!x.l.BaseDType), nil
 	case "targets":
+		if x.l.Pattern != "" { // the pattern stands for the targets: lora(targets=None, target_pattern=...) again
+			return starlark.None, nil
+		}
 		return stringTuple(x.l.Targets), nil
 	case "target_parameters":
 		return stringTuple(x.l.TargetParameters), nil
@@ -86,7 +89,7 @@ func LoraBuiltins() []host.Builtin {
 			"projection, \"output.dense\" both of a BERT layer's output denses. Names of which none matches anything are " +
 			"refused, as PEFT refuses them (a list of which some match is applied, as PEFT applies it), as are roles no linear of the model has when nothing else matches " +
 			"(a plan that would train nothing; a linear the model names like a role, \"up\", is reached by target_pattern=\".*\\\\.up\"), and so is one naming a single layer (\"layer.3.attention.self.query\"): memsh adapts the same " +
-			"modules in every layer. target_pattern is PEFT's target_modules given as one string, in place of targets: a " +
+			"modules in every layer. target_pattern is PEFT's target_modules given as one string, in place of targets (whose attribute is then None): a " +
 			"regular expression a linear's whole module path must match (re.fullmatch), so " +
 			"\"model.language_model.layers.[0-9]+.(self_attn|mlp).(q|v|up)_proj\" reaches those projections of a vision-language " +
 			"model's text layers and none of its vision tower's; it may pick some layers (\"model.layers.(0|1).self_attn.q_proj\"). memsh reads " +
