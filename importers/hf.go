@@ -359,6 +359,9 @@ func hfModel(t *tree, o Options, p *plan, run hfRun) error {
 		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)), kw("transformers", str(release)))
 	} else if o.Model != "" {
 		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)))
+	} else if name == "" {
+		return t.errorf("model_name_or_path", "pass the model's Hugging Face config.json: --model config.json (TrainingArguments' JSON holds no model), or name it: model_name_or_path=Qwen/Qwen3-8B",
+			"the config names no model")
 	} else if m, ok := hfModels[name]; ok {
 		p.load("@stdlib//llm.star", m.fn)
 		p.model = call(m.fn, str(m.size), kw("attn", str(attn)))

@@ -307,6 +307,8 @@ func TestHFErrors(t *testing.T) {
 			want: "args.json: key max_length: missing: TrainingArguments say nothing of the sequence", wantHint: "--seq N"},
 		{name: "a model the zoo does not have", file: "args.json", config: `{"per_device_train_batch_size": 4, "model_name_or_path": "org/unknown"}`, opts: Options{Seq: 512},
 			want: "args.json: key model_name_or_path: memsh's zoo has no model for org/unknown", wantHint: "--model"},
+		{name: "no model: TrainingArguments' dump holds none", file: "args.json", config: `{"per_device_train_batch_size": 4, "gradient_checkpointing": true}`, opts: Options{Seq: 512},
+			want: "args.json: key model_name_or_path: the config names no model", wantHint: "--model config.json"},
 		{name: "SFTConfig without gradient_checkpointing", file: "sft.yaml", config: "model_name_or_path: mistralai/Mistral-7B-v0.1\nper_device_train_batch_size: 2\nmax_length: 1024\n",
 			want: "sft.yaml: key gradient_checkpointing: missing: TRL's SFTConfig and TrainingArguments default it differently", wantHint: "gradient_checkpointing=true"},
 		{name: "a DeepSpeed config that cannot be read", file: "args.json", config: args + `, "deepspeed": "ds_config.json"}`, opts: Options{Seq: 512},

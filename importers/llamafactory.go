@@ -56,6 +56,10 @@ var llamaFactoryTrainer = &trainer{
 		"plot_loss", "val_size", "tokenized_path", "mix_strategy", "interleave_probs", "streaming", "buffer_size",
 		"default_system", "enable_thinking", "trust_remote_code", "resume_from_checkpoint", "adapter_name_or_path",
 		"export_dir", "export_size", "infer_backend", "cache_dir", "model_revision", "ddp_timeout", "include_num_input_tokens_seen",
+		// LoRA+ gives the adapters' B matrices (and embeddings) their own
+		// learning rates: param groups of the same AdamW (trainer_utils.py
+		// _create_loraplus_optimizer)
+		"loraplus_lr_ratio", "loraplus_lr_embedding",
 	}, hfTrainer.noEffect...),
 }
 
@@ -63,6 +67,9 @@ var llamaFactoryTrainer = &trainer{
 var llamaFactoryKeys = []string{"finetuning_type", "lora_target", "cutoff_len", "quantization_bit", "template"}
 
 func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
+	if err := llamaFactoryRun(t, o); err != nil {
+		return nil, err
+	}
 	stage, err := t.str("stage", "sft")
 	if err != nil {
 		return nil, err

@@ -138,6 +138,18 @@ func TestLlamaFactoryErrors(t *testing.T) {
 			want: "r.yaml:3: key flash_attn: attention fa3 is not modelled", wantHint: "fa2"},
 		{name: "unsloth", file: "r.yaml", config: base + "use_unsloth: true\n",
 			want: "r.yaml:3: key use_unsloth: use_unsloth is not modelled", wantHint: "Starlark"},
+		{name: "no model", file: "r.yaml", config: "finetuning_type: lora\ncutoff_len: 512\n",
+			want: "r.yaml: key model_name_or_path: the config names no model (LLaMA-Factory raises \"Please provide `model_name_or_path`.\")", wantHint: "model_name_or_path: Qwen/Qwen3-8B"},
+		{name: "a v1 config (USE_V1=1)", file: "r.yaml", config: "model: Qwen/Qwen3-0.6B\nmodel_class: llm\ndist_config:\n  name: fsdp2\nmicro_batch_size: 1\ncutoff_len: 2048\n",
+			want: "r.yaml:1: key model: a LLaMA-Factory v1 config (USE_V1=1: model, model_class, dist_config, peft_config, ...), which memsh check does not read", wantHint: "llamafactory-cli train"},
+		{name: "a prediction run", file: "r.yaml", config: base + "do_predict: true\npredict_with_generate: true\n",
+			want: "r.yaml:3: key do_predict: a prediction run without do_train: LLaMA-Factory trains nothing (workflow.py: trainer.train() only with do_train)", wantHint: "do_train: true"},
+		{name: "an evaluation run", file: "r.yaml", config: base + "do_train: false\ndo_eval: true\n",
+			want: "r.yaml:4: key do_eval: an evaluation run without do_train: LLaMA-Factory trains nothing (workflow.py: trainer.train() only with do_train)", wantHint: "do_train: true"},
+		{name: "FP8 through accelerate", file: "r.yaml", config: base + "fp8: true\nfp8_backend: torchao\n",
+			want: "r.yaml:3: key fp8: FP8 training (accelerate's torchao rowwise Float8Linear or Transformer Engine) is not modelled", wantHint: "float8"},
+		{name: "fp8's FSDP all-gather turns fp8 on", file: "r.yaml", config: base + "fp8_enable_fsdp_float8_all_gather: true\n",
+			want: "r.yaml:3: key fp8_enable_fsdp_float8_all_gather: FP8 training (accelerate's torchao rowwise Float8Linear or Transformer Engine) is not modelled", wantHint: "float8"},
 		{name: "fp32 norms without quantization", file: "r.yaml", config: base + "upcast_layernorm: true\ncutoff_len: 16\n",
 			want: "r.yaml:3: key upcast_layernorm: fp32 norms in an unquantized model are not modelled", wantHint: "checkpoint's dtype"},
 	})
@@ -152,6 +164,14 @@ func TestLlamaFactoryBeforeHF(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Trainer != "llamafactory" || len(res.Unknown) > 0 || !strings.Contains(res.Script, `lora = lora(rank = 8, alpha = 16, targets = ["all-linear"]`) {
+		t.Errorf("trainer %s, not understood %v, script:\n%s", res.Trainer, res.Unknown, res.Script)
+	}
+	// LoRA+'s learning rates change nothing replayed (examples/extras/loraplus)
+	res, err = Import("r.yaml", []byte("model_name_or_path: meta-llama/Meta-Llama-3-8B\nper_device_train_batch_size: 2\ncutoff_len: 512\nloraplus_lr_ratio: 16.0\n"), defaults(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Unknown) > 0 || len(res.NotModelled) > 1 {
 		t.Errorf("trainer %s, not understood %v, script:\n%s", res.Trainer, res.Unknown, res.Script)
 	}
 }
