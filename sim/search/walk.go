@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/memsh/memsh/sim"
@@ -348,6 +349,19 @@ func DeviceMemory(r *replay.Report) int64 {
 // last stages leave idle replays the next layout's stages (on 2 cores,
 // BenchmarkSearchLlama70B1024's front replays as many stages in full,
 // 642, and wastes about 10 starts).
+// asFast reports whether a replayed step time a is as fast as b: not
+// slower by more than sameTime. The walk takes layouts in the order of
+// its estimates, which can differ from the replays' step times in their
+// last bits (the same terms summed in another order, 1e-15 of a step),
+// so replays that tie (a step its exposed communication paces, whatever
+// the checkpointing) may be walked in either order; as fast is what
+// decides the front, whichever came first.
+func asFast(a, b float64) bool { return a <= b*(1+sameTime) }
+
+// sameTime is how much slower a step may be and still be as fast: far
+// above the rounding of the estimates, far below any cost memsh prices.
+const sameTime = 1e-9
+
 func (w *walk) front(res *Result) error {
 	best := int64(math.MaxInt64) // least memory of a fitting layout so far
 	var front []int
@@ -426,9 +440,12 @@ func (w *walk) front(res *Result) error {
 		}
 	}
 	// Of layouts as fast as each other, only the one needing least
-	// memory is on the front (the walk kept the later, smaller one).
+	// memory is on the front: each later layout of front needs less
+	// memory, so one is dropped when a later one's replay is as fast.
 	for j, k := range front {
-		if j+1 < len(front) && w.ests[w.kept[front[j+1]]].step == w.ests[w.kept[k]].step {
+		if slices.ContainsFunc(front[j+1:], func(l int) bool {
+			return asFast(w.reports[l].Time.StepSeconds, w.reports[k].Time.StepSeconds)
+		}) {
 			continue
 		}
 		row := w.row(k)
