@@ -153,6 +153,9 @@ func torchtitanPyPlan(t *tree, o Options) (*plan, error) {
 	if err := torchtitanPyTPGemm(t); err != nil {
 		return nil, err
 	}
+	if err := torchtitanPyMoEOptions(t); err != nil {
+		return nil, err
+	}
 	seq, err := t.integer("training.max_context_length", 2048, 1, 1<<24)
 	if err != nil {
 		return nil, err

@@ -193,33 +193,6 @@ func (e *pyEval) standIn(f pyName, c *pyCall) (any, error) {
 	return pyOpaque{short + "(...)"}, nil
 }
 
-// modelRegistry is torchtitan.models.<model>'s model_registry(flavor,
-// attn_backend="flex", tp_gemm_backend="default", converters=None)
-// (models/llama3/__init__.py at b5bcd76c6): a ModelSpec.
-func (e *pyEval) modelRegistry(model string, c *pyCall) (any, error) {
-	o := pyNew("ModelSpec")
-	line := int(c.pos.Line)
-	o.fields["name"] = pyField{v: model, line: line}
-	params := []string{"flavor", "attn_backend", "tp_gemm_backend", "converters"}
-	if len(c.args) > len(params) {
-		return nil, e.errAt(c.pos, "model_registry() takes at most %d arguments", len(params))
-	}
-	for i, a := range c.args {
-		o.fields[params[i]] = pyField{v: a, line: line}
-	}
-	for _, k := range c.order {
-		if !strings.Contains(" "+strings.Join(params, " ")+" ", " "+k+" ") {
-			return nil, e.errAt(c.pos, "model_registry() has no argument %s (its: %s)", k, strings.Join(params, ", "))
-		}
-		o.fields[k] = pyField{v: c.kwargs[k], line: c.lines[k]}
-	}
-	if _, ok := o.fields["flavor"]; !ok {
-		return nil, e.errAt(c.pos, "model_registry() needs the model's flavor")
-	}
-	o.fields["model"] = pyField{v: pyOpaque{model + "'s model config"}}
-	return o, nil
-}
-
 // pyFlatten writes an object's fields into t as dotted keys, with the
 // line that set each: the leaves a plan reads. An object field holding
 // another class than its default's is also a leaf, the class's name

@@ -24,7 +24,8 @@ import (
 // flash-attn's varlen kernel (memsh's "flash"); "sdpa" raises.
 func torchtitanPyModelOptions(t *tree, model string, hf bool) (string, error) {
 	const key = "model_spec.attn_backend"
-	attn, err := t.str(key, "flex")
+	name, _ := t.str("model_spec.name", "")
+	attn, err := t.str(key, pyRegistryDefault(name, "attn_backend"))
 	if err != nil {
 		return "", err
 	}
@@ -34,7 +35,11 @@ func torchtitanPyModelOptions(t *tree, model string, hf bool) (string, error) {
 	}
 	switch attn {
 	case "flex":
-		t.notModelled = append(t.notModelled, key+": flex, model_registry's default ("+why+")")
+		which := "flex, model_registry's default ("
+		if pyRegistryDefault(name, "attn_backend") != "flex" {
+			which = "flex ("
+		}
+		t.notModelled = append(t.notModelled, key+": "+which+why+")")
 	case "flex_flash":
 		t.notModelled = append(t.notModelled, key+": flex_flash, FlexAttention's FLASH backend (flash-attn's CuTe kernel, replayed with the Triton backend's workspaces; "+why+")")
 	case "varlen":
