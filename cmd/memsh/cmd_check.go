@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"io"
 	"os"
 	"path"
@@ -86,10 +87,13 @@ func (e *env) cmdCheck(operands []string) error {
 		return usagef("check: --gpus and --nodes must be positive (got %d and %d)", f.gpus, c.nodes)
 	case f.top < 0:
 		return usagef("check: --top must be 0 (no advice) or more (got %d)", f.top)
-	case f.seq < 0:
+	case f.seq < 0 || f.seq == 0 && e.out.set["seq"]: // 0 is --seq not given
 		return usagef("check: --seq must be positive (got %d)", f.seq)
 	case e.out.csv:
 		return usagef("check takes --json, not --csv")
+	}
+	if err := gpuFlag("check", f.gpu); err != nil {
+		return err
 	}
 	config := filepath.ToSlash(operands[0])
 	for _, ov := range operands[1:] {
@@ -361,3 +365,12 @@ func nonNil(s []string) []string {
 }
 
 func (e *checkError) Unwrap() error { return e.err }
+
+// gpuFlag refuses a --gpu the catalog does not have, before anything is
+// read or run (the plan script's error came after the import's notes).
+func gpuFlag(cmd, name string) error {
+	if _, err := hw.LookupDevice(name); err != nil {
+		return usagef("%s: --gpu: %v", cmd, err)
+	}
+	return nil
+}

@@ -66,6 +66,8 @@ func (e *env) cmdFit(operands []string) error {
 		return usagef("fit: --gpus must be a positive GPU count (got %d)", f.gpus)
 	case f.top <= 0:
 		return usagef("fit: --top must be a positive number of changes (got %d)", f.top)
+	case gpuFlag("fit", f.gpu) != nil:
+		return gpuFlag("fit", f.gpu)
 	case f.lora < 0 || f.qlora < 0 || e.out.set["lora"] && f.lora == 0 || e.out.set["qlora"] && f.qlora == 0: // --lora 0 trained the whole model
 		return usagef("fit: --lora and --qlora take a positive LoRA rank, e.g. --lora 16 (got %d)", min(f.lora, f.qlora))
 	case f.lora > 0 && f.qlora > 0:
