@@ -33,6 +33,10 @@ func hintFor(msg string, stdlib fs.FS) string {
 		return ""
 	}
 	switch {
+	case strings.HasPrefix(msg, "cannot write ") && (strings.Contains(msg, "outside the script's folder tree") ||
+		strings.Contains(msg, "name a file relative to the script") || strings.Contains(msg, "a link leads out of the script's folder tree")):
+		return "scripts write only inside their own folder (--allow-read lets them read a folder, not write there): " +
+			"name a file there, or ask the command line for one anywhere (memsh run --snapshot FILE or --trace FILE, memsh plot -o FILE)"
 	case strings.Contains(msg, "does not support while loops"):
 		return "memsh has no while loops, so every script ends: loop over range(n) instead"
 	case strings.Contains(msg, "called recursively"):

@@ -60,7 +60,7 @@ func (in *Interpreter) writeFile(from, name string, data []byte) error {
 	if fi, err := t.root.Lstat(rel); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("cannot write %s: it is %s, not a regular file", shown, FileKind(fi.Mode()))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cannot write %s: %v", shown, unwrapPathError(err))
+		return writeError(shown, err)
 	}
 	var suffix [6]byte
 	rand.Read(suffix[:])
@@ -70,7 +70,7 @@ func (in *Interpreter) writeFile(from, name string, data []byte) error {
 		return fmt.Errorf("cannot write %s: its folder %s does not exist (memsh creates no folders)", shown, t.join(path.Dir(rel)))
 	}
 	if err != nil {
-		return fmt.Errorf("cannot write %s: %v", shown, unwrapPathError(err))
+		return writeError(shown, err)
 	}
 	_, werr := f.Write(data)
 	if cerr := f.Close(); werr == nil {
@@ -81,7 +81,18 @@ func (in *Interpreter) writeFile(from, name string, data []byte) error {
 	}
 	if werr != nil {
 		t.root.Remove(tmp)
-		return fmt.Errorf("cannot write %s: %v", shown, unwrapPathError(werr))
+		return writeError(shown, werr)
 	}
 	return nil
+}
+
+// writeError words an error of the write's os.Root: a symlink out of the
+// tree is os.Root's "path escapes from parent", which names neither the
+// link nor the tree.
+func writeError(shown string, err error) error {
+	err = unwrapPathError(err)
+	if err.Error() == "path escapes from parent" {
+		return fmt.Errorf("cannot write %s: a link leads out of the script's folder tree", shown)
+	}
+	return fmt.Errorf("cannot write %s: %v", shown, err)
 }
