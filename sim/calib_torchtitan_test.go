@@ -72,7 +72,7 @@ func grandTeton() hw.Device {
 // that the loss's 15.7 GiB logits cannot reuse, so the loss's backward
 // caches new ones (fragmentation at the peak 15.2 GiB at cp 8).
 // With expandable segments the free ranges of one segment serve the
-// logits: +0.3, -0.1, +0.1 and -0.4 % (84.1 GiB each; cp 1 was +3.1 %,
+// logits: -0.8, -1.2, -1.0 and -1.6 % (83.2 GiB each; cp 1 was +3.1 %,
 // 86.5 GiB, with the steady step replayed alone, before the first step
 // was replayed ahead of it: replay/lazy_states.go). FSDP2's all-gather
 // and reduce-scatter streams have pools of their own (6.2 GiB cached at
