@@ -195,6 +195,11 @@ func deepspeedBatch(t *tree, dp int64) (micro, accum int64, err error) {
 // deepspeedPrecision is fp16 (loss-scaled, fp32 master weights in the
 // optimizer), bf16 (bf16 params and grads, fp32 master), or fp32.
 func deepspeedPrecision(t *tree, p *plan) error {
+	for _, k := range []string{"fp16.enabled", "bf16.enabled", "bfloat16.enabled"} {
+		if v, _ := t.get(k); v == "auto" {
+			return t.errorf(k, "the Hugging Face Trainer fills auto from its own fp16 and bf16: check the TrainingArguments JSON, or give true or false ("+k+"=true)", "is auto")
+		}
+	}
 	fp16, err := t.boolean("fp16.enabled", false)
 	if err != nil {
 		return err

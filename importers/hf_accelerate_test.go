@@ -176,7 +176,7 @@ func TestHFAccelerateErrors(t *testing.T) {
 		{name: "a DeepSpeed config file beside zero_stage", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=dsfile.yaml"},
 			want: "dsfile.yaml:4: key deepspeed_config.deepspeed_config_file: set with zero_stage: accelerate refuses them beside a DeepSpeed config file", wantHint: "say them in the DeepSpeed config file"},
 		{name: "the Trainer's bf16 over a DeepSpeed config enabling fp16", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=dsfp16.yaml"},
-			want: "args.json: key bf16: bf16, and the DeepSpeed config enables fp16: accelerate refuses it (set_mixed_precision)", wantHint: "auto in the DeepSpeed config"},
+			want: "args.json:1: key bf16: bf16, and the DeepSpeed config enables fp16: accelerate refuses it (set_mixed_precision)", wantHint: "auto in the DeepSpeed config"},
 		{name: "a DeepSpeed config file without zero_optimization", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=dsnozero.yaml"},
 			want: "dsnozero.yaml:4: key deepspeed_config.deepspeed_config_file: nozero.json has no zero_optimization: accelerate's DeepSpeedPlugin refuses it", wantHint: "zero_optimization section"},
 		{name: "DEEPSPEED with the Trainer's fsdp", file: "args.json", config: args + `, "fsdp": "full_shard"}`, opts: o, overrides: []string{"accelerate_config=ds.yaml"},
@@ -201,8 +201,8 @@ func TestHFAccelerateErrors(t *testing.T) {
 		{name: "a config that is not there", file: "args.json", config: args + `}`, opts: o, overrides: []string{"accelerate_config=missing.yaml"},
 			want: "command line: key accelerate_config: cannot read the accelerate config: file does not exist", wantHint: "the config's folder"},
 		{name: "no file can be read", file: "args.json", config: args + `, "accelerate_config": "fsdp.yaml"}`,
-			want: "args.json: key accelerate_config: no file can be read here", wantHint: "memsh check"},
+			want: "args.json:1: key accelerate_config: no file can be read here", wantHint: "memsh check"},
 		{name: "not a path", file: "args.json", config: args + `, "accelerate_config": 3}`, opts: o,
-			want: "args.json: key accelerate_config: want a path, got 3", wantHint: "accelerate_config=fsdp.yaml"},
+			want: "args.json:1: key accelerate_config: want a path, got 3", wantHint: "accelerate_config=fsdp.yaml"},
 	})
 }

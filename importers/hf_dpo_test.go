@@ -26,14 +26,14 @@ func TestHFDPO(t *testing.T) {
 	o := Options{}
 	runErrorCases(t, []errorCase{
 		{name: "the trainer unsaid", file: "args.json", config: bare + `, "beta": 0.1}`, opts: o,
-			want: "args.json: key beta: is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT", wantHint: "memsh.trainer=dpo"},
+			want: "args.json:1: key beta: is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT", wantHint: "memsh.trainer=dpo"},
 		{name: "CPO", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "cpo"}`, opts: o,
-			want: "args.json: key memsh.trainer: trainer cpo is not modelled", wantHint: "memsh.trainer=dpo"},
+			want: "args.json:1: key memsh.trainer: trainer cpo is not modelled", wantHint: "memsh.trainer=dpo"},
 		{name: "TRL 1.14", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "dpo", "memsh.trl": "1.14.2"}`, opts: o,
-			want: "args.json: key memsh.trl: DPOTrainer of TRL 1.14.2 is not modelled", wantHint: "1.8 to 1.13"},
+			want: "args.json:1: key memsh.trl: DPOTrainer of TRL 1.14.2 is not modelled", wantHint: "1.8 to 1.13"},
 		{name: "padding-free", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "dpo", "padding_free": true}`, opts: o,
-			want: "args.json: key padding_free: not modelled with DPO: pairs packed without padding", wantHint: "docs/dpo.md"},
+			want: "args.json:1: key padding_free: not modelled with DPO: pairs packed without padding", wantHint: "docs/dpo.md"},
 		{name: "RPO", file: "args.json", config: bare + `, "beta": 0.1, "memsh.trainer": "dpo", "rpo_alpha": 1.0}`, opts: o,
-			want: "args.json: key rpo_alpha: not modelled with DPO: RPO's NLL term on the chosen rows", wantHint: "docs/dpo.md"},
+			want: "args.json:1: key rpo_alpha: not modelled with DPO: RPO's NLL term on the chosen rows", wantHint: "docs/dpo.md"},
 	})
 }

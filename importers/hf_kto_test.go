@@ -29,14 +29,14 @@ func TestHFKTO(t *testing.T) {
 	o := Options{}
 	runErrorCases(t, []errorCase{
 		{name: "one row", file: "args.json", config: bare + `, "per_device_train_batch_size": 1}`, opts: o,
-			want: "args.json: key per_device_train_batch_size: KTOTrainer refuses a per-device batch of 1 with loss_type kto: its KL term would be the implied reward", wantHint: "apo_zero_unpaired"},
+			want: "args.json:1: key per_device_train_batch_size: KTOTrainer refuses a per-device batch of 1 with loss_type kto: its KL term would be the implied reward", wantHint: "apo_zero_unpaired"},
 		{name: "TRL 1.13", file: "args.json", config: bare + `, "per_device_train_batch_size": 2, "memsh.trl": "1.13.0"}`, opts: o,
-			want: "args.json: key memsh.trl: KTOTrainer of TRL 1.13.0 is not modelled", wantHint: "1.8, or 1.15 and later"},
+			want: "args.json:1: key memsh.trl: KTOTrainer of TRL 1.13.0 is not modelled", wantHint: "1.8, or 1.15 and later"},
 		{name: "unknown loss", file: "args.json", config: bare + `, "per_device_train_batch_size": 2, "loss_type": "bco"}`, opts: o,
-			want: "args.json: key loss_type: unknown KTO loss bco", wantHint: "apo_zero_unpaired"},
+			want: "args.json:1: key loss_type: unknown KTO loss bco", wantHint: "apo_zero_unpaired"},
 		{name: "Liger", file: "args.json", config: bare + `, "per_device_train_batch_size": 2, "use_liger_kernel": true}`, opts: o,
-			want: "args.json: key use_liger_kernel: not modelled with KTO: Liger's fused KTO loss (LigerFusedLinearKTOLoss)", wantHint: "docs/kto.md"},
+			want: "args.json:1: key use_liger_kernel: not modelled with KTO: Liger's fused KTO loss (LigerFusedLinearKTOLoss)", wantHint: "docs/kto.md"},
 		{name: "ORPO", file: "args.json", config: bare + `, "per_device_train_batch_size": 2, "memsh.trainer": "orpo"}`, opts: o,
-			want: "args.json: key memsh.trainer: trainer orpo is not modelled", wantHint: "memsh.trainer=kto"},
+			want: "args.json:1: key memsh.trainer: trainer orpo is not modelled", wantHint: "memsh.trainer=kto"},
 	})
 }

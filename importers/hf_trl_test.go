@@ -24,10 +24,10 @@ func TestHFTRL(t *testing.T) {
 	const args = `{"per_device_train_batch_size": 4, "bf16": true, "gradient_checkpointing": true, "model_name_or_path": "mistralai/Mistral-7B-v0.1"`
 	runErrorCases(t, []errorCase{
 		{name: "a number", file: "args.json", config: args + `, "memsh.trl": 1.1}`, opts: Options{Seq: 512},
-			want: "args.json: key memsh.trl: want a TRL release such as 1.16.0, got 1.1", wantHint: "pip show trl"},
+			want: "args.json:1: key memsh.trl: want a TRL release such as 1.16.0, got 1.1", wantHint: "pip show trl"},
 		{name: "not a release", file: "args.json", config: args + `, "memsh.trl": "latest"}`, opts: Options{Seq: 512},
-			want: "args.json: key memsh.trl: want a TRL release such as 1.16.0, got latest", wantHint: "pip show trl"},
+			want: "args.json:1: key memsh.trl: want a TRL release such as 1.16.0, got latest", wantHint: "pip show trl"},
 		{name: "under FSDP", file: "args.json", config: args + `, "memsh.trl": "1.16.0", "fsdp": "full_shard auto_wrap"}`, opts: Options{Seq: 512, GPUs: 8},
-			want: "args.json: key memsh.trl: TRL 1.15's fused LM head under ZeRO-3 or FSDP (lm_head.weight gathered around the head) is not modelled", wantHint: "leave memsh.trl out"},
+			want: "args.json:1: key memsh.trl: TRL 1.15's fused LM head under ZeRO-3 or FSDP (lm_head.weight gathered around the head) is not modelled", wantHint: "leave memsh.trl out"},
 	})
 }

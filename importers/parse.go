@@ -99,7 +99,17 @@ func parseJSON(file string, data []byte) (*tree, error) {
 	if dec.More() {
 		return nil, &Error{File: file, Msg: "more than one JSON value in the file"}
 	}
-	return fromMap(file, m)
+	t, err := fromMap(file, m)
+	if err != nil {
+		return nil, err
+	}
+	for k, line := range jsonKeyLines(data) {
+		if l, ok := t.leaves[k]; ok {
+			l.line = line
+			t.leaves[k] = l
+		}
+	}
+	return t, nil
 }
 
 func fromMap(file string, m map[string]any) (*tree, error) {
