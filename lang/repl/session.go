@@ -154,6 +154,10 @@ func (s *Session) step(ctx context.Context) error {
 			s.record(line)
 			return s.command(ctx, name, arg)
 		}
+		if name, arg, ok := s.pythonHabit(line); ok {
+			s.record(line)
+			return s.command(ctx, name, arg)
+		}
 		s.pending = splitLines(line)
 		if len(s.pending) > 1 {
 			// A recalled history entry is a whole statement: end it.
