@@ -20,6 +20,9 @@ func hintFor(msg string, stdlib fs.FS) string {
 		case "null", "nil", "none", "NULL":
 			return "Starlark's null value is None"
 		default:
+			if h := pythonNameHint(name); h != "" {
+				return h
+			}
 			if stdlib == nil {
 				return ""
 			}
@@ -31,6 +34,9 @@ func hintFor(msg string, stdlib fs.FS) string {
 			}
 		}
 		return ""
+	}
+	if h := pythonSyntaxHint(msg); h != "" {
+		return h
 	}
 	switch {
 	case strings.HasPrefix(msg, "cannot write ") && (strings.Contains(msg, "outside the script's folder tree") ||
