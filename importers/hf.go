@@ -84,12 +84,15 @@ var hfModels = map[string]zooModel{
 	"meta-llama/Llama-3.1-70B-Instruct":     {"llama", "llama3-70b"},
 	"meta-llama/Llama-3.3-70B-Instruct":     {"llama", "llama3-70b"},
 	"mistralai/Mistral-7B-Instruct-v0.1":    {"mistral", "7b"},
-	"mistralai/Mistral-7B-v0.3":             {"mistral", "7b-v0.3"},
-	"mistralai/Mistral-7B-Instruct-v0.3":    {"mistral", "7b-v0.3"},
-	"google/gemma-7b-it":                    {"gemma", "7b"},
-	"google/gemma-2b-it":                    {"gemma", "2b"},
-	"Qwen/Qwen2-7B-Instruct":                {"qwen2", "7b"},
-	"Qwen/Qwen2.5-7B-Instruct":              {"qwen2", "7b"},
+	// v0.2 keeps v0.1's shapes and 32,000-token vocabulary (its rope_theta
+	// and no sliding window change nothing the zoo's mistral() replays)
+	"mistralai/Mistral-7B-Instruct-v0.2": {"mistral", "7b"},
+	"mistralai/Mistral-7B-v0.3":          {"mistral", "7b-v0.3"},
+	"mistralai/Mistral-7B-Instruct-v0.3": {"mistral", "7b-v0.3"},
+	"google/gemma-7b-it":                 {"gemma", "7b"},
+	"google/gemma-2b-it":                 {"gemma", "2b"},
+	"Qwen/Qwen2-7B-Instruct":             {"qwen2", "7b"},
+	"Qwen/Qwen2.5-7B-Instruct":           {"qwen2", "7b"},
 	// The zoo's other dense models (stdlib/llm/dense.star names each
 	// checkpoint; Qwen3-4B's 2507 tunings keep its shapes).
 	"meta-llama/Llama-3.2-1B":            {"llama", "llama3.2-1b"},
