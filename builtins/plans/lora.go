@@ -127,6 +127,9 @@ func LoraBuiltins() []host.Builtin {
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rank, alpha, dropout, targets, autocastAdapter, targetParams starlark.Value
 	var patternArg host.NoneOr[starlark.String]
+	if err := aliasedKeyword(b.Name(), kwargs, loraAlias); err != nil {
+		return nil, err
+	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,
 		"autocast_adapter_dtype?", &autocastAdapter, "target_parameters?", &targetParams, "target_pattern?", &patternArg); err != nil {
 		return nil, err

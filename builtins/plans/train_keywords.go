@@ -296,7 +296,9 @@ func TrainSig() string {
 // trainDoc is train()'s documentation: a summary, then each keyword.
 func TrainDoc() string {
 	var b strings.Builder
-	b.WriteString("A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")).\n\n")
+	b.WriteString("A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")). " +
+		"A trainer's own names (per_device_train_batch_size, max_seq_length, gradient_accumulation_steps, bf16=True, " +
+		"load_in_4bit, deepspeed) are refused with the keyword memsh uses for them; memsh check reads a trainer's config as it is.\n\n")
 	b.WriteString("Keywords:\n")
 	for _, k := range TrainKeywords {
 		fmt.Fprintf(&b, "- %s: %s.\n", k.Name, k.Doc)
@@ -334,6 +336,9 @@ func (a *trainArgs) Set(name string, v starlark.Value) { a.vals[keywordIndex[nam
 // required unless optional is set (replace).
 func (a *trainArgs) unpack(fn string, args starlark.Tuple, kwargs []starlark.Tuple, optional bool) error {
 	if err := misplacedKeyword(fn, kwargs); err != nil {
+		return err
+	}
+	if err := aliasedKeyword(fn, kwargs, trainAlias); err != nil {
 		return err
 	}
 	pairs := make([]any, 0, 2*len(TrainKeywords))
