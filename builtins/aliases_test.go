@@ -51,3 +51,4 @@ func TestTrainerKeywordHints(t *testing.T) {
 		}
 	}
 }
+

@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
@@ -17,7 +18,8 @@ func HfConfigBuiltins() []host.Builtin {
 		Name: "hf_config",
 		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True, pad_labels=None, position_ids=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
-			"allowed with --allow-read; a regular file of at most 4 MiB), " +
+			"allowed with --allow-read; a regular file of at most 4 MiB; memsh downloads nothing: a Hub id such as " +
+			"\"Qwen/Qwen3-8B\" gets the command that fetches its config.json), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
 			"(tied weights once, buffers never). model_type may be " + strings.Join(hf.ModelTypes(), ", ") + ". " +
 			"attn is the attention kernel the model runs with: \"eager\", \"sdpa\" or \"flash\" " +
@@ -478,6 +480,13 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		if !strings.Contains(err.Error(), path) {
 			err = fmt.Errorf("cannot read %s: %w", path, err)
 		}
+		if strings.Contains(err.Error(), "no such file") && hubID.MatchString(path) && !strings.HasSuffix(path, ".json") {
+			_, name, _ := strings.Cut(path, "/")
+			return nil, &units.Error{Msg: err.Error(),
+				Hint: fmt.Sprintf("%q looks like a Hugging Face Hub id; hf_config reads a config.json and memsh downloads nothing: "+
+					"hf download %s config.json --local-dir %s fetches it, then hf_config(%q) (memsh check finds a Hub id's config.json in the Hugging Face cache itself)",
+					path, path, name, name+"/config.json")}
+		}
 		return nil, err
 	}
 	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts,
@@ -519,3 +528,7 @@ func joinAnd(names []string) string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
+
+// hubID is a Hugging Face Hub model id as from_pretrained takes one:
+// "org/name" (a path of that shape ending in .json is a file's).
+var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
