@@ -51,4 +51,3 @@ func TestTrainerKeywordHints(t *testing.T) {
 		}
 	}
 }
-
