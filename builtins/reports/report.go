@@ -87,7 +87,7 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 	}
 	f, ok := reportFieldNamed(name)
 	if !ok || f.Attr == nil {
-		return nil, nil
+		return nil, aliasError(name)
 	}
 	return f.Attr(x), nil
 }
