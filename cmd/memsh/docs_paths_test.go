@@ -260,3 +260,66 @@ func TestDocsOutputsQuoted(t *testing.T) {
 		t.Fatal("the docs quote no output; this test expects some")
 	}
 }
+
+// TestDocsKeywordsExist checks that every keyword the docs pass to a
+// builtin, in a call written out in README.md or docs/*.md
+// (`parallel(dp = 8, fsdp = True)`, `train(..., doc_tokens = 512)`), is
+// one docs/reference.md documents for that builtin (TestReferenceCurrent
+// holds the reference to the builtins): a renamed keyword leaves no
+// example that fails when pasted. Calls with nested parentheses in their
+// arguments are left out, as the pattern cannot split them.
+func TestDocsKeywordsExist(t *testing.T) {
+	ref, err := os.ReadFile(filepath.Join(docsRoot, "docs", "reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	heads := regexp.MustCompile(`\n### (\S+)\n`).FindAllStringSubmatchIndex(string(ref), -1)
+	for i, h := range heads {
+		end := len(ref)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		sections[string(ref[h[2]:h[3]])] = string(ref[h[1]:end])
+	}
+	call := regexp.MustCompile("\\b([a-z_0-9]+)\\(([^()`]*?)\\)")
+	// A PyTorch snippet (a fence that runs .backward() or imports torch)
+	// is Python, not memsh's Starlark: its calls are not builtins'.
+	fence := regexp.MustCompile("(?s)```[a-z]*\\n.*?```")
+	pytorch := regexp.MustCompile(`\.backward\(\)|import torch`)
+	kw := regexp.MustCompile(`(?:^|,)\s*([a-z_][a-z_0-9]*)\s*=[^=]`)
+	n := 0
+	for f, text := range docFiles(t) {
+		if f == "docs/reference.md" {
+			continue
+		}
+		var skip [][]int
+		for _, fm := range fence.FindAllStringIndex(text, -1) {
+			if pytorch.MatchString(text[fm[0]:fm[1]]) {
+				skip = append(skip, fm)
+			}
+		}
+	calls:
+		for _, m := range call.FindAllStringSubmatchIndex(text, -1) {
+			for _, r := range skip {
+				if m[0] >= r[0] && m[0] < r[1] {
+					continue calls
+				}
+			}
+			name := text[m[2]:m[3]]
+			doc, ok := sections[name]
+			if !ok {
+				continue
+			}
+			for _, k := range kw.FindAllStringSubmatch(text[m[4]:m[5]], -1) {
+				n++
+				if !regexp.MustCompile(`\b` + k[1] + `\b`).MatchString(doc) {
+					t.Errorf("%s:%d: %s(%s=...): docs/reference.md documents no keyword %s for %s", f, lineOf(text, m[0]), name, k[1], k[1], name)
+				}
+			}
+		}
+	}
+	if n < 100 {
+		t.Fatalf("read %d keywords from the docs' calls; this test expects hundreds", n)
+	}
+}
