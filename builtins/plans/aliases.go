@@ -14,10 +14,10 @@ import (
 // memory nor a step's time. `memsh check CONFIG` reads such a config as it
 // is.
 
-// aliasedKeyword is the error for the first keyword of kwargs that alias
+// AliasedKeyword is the error for the first keyword of kwargs that alias
 // explains (alias returns its hint, or "" for a keyword it does not know),
 // nil when there is none.
-func aliasedKeyword(fn string, kwargs []starlark.Tuple, alias func(name, value string) string) error {
+func AliasedKeyword(fn string, kwargs []starlark.Tuple, alias func(name, value string) string) error {
 	for _, kv := range kwargs {
 		name, _ := starlark.AsString(kv[0])
 		if h := alias(name, kv[1].String()); h != "" {
@@ -27,8 +27,9 @@ func aliasedKeyword(fn string, kwargs []starlark.Tuple, alias func(name, value s
 	return nil
 }
 
-// trainAlias is the hint for a trainer's name of a train() keyword.
-func trainAlias(name, value string) string {
+// TrainAlias is the hint for a trainer's name of a train() keyword
+// (sweep()'s axes take it too).
+func TrainAlias(name, value string) string {
 	switch name {
 	case "batch_size", "micro_batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu", "micro_batch":
 		return fmt.Sprintf("memsh calls the sequences per GPU per forward batch: batch=%s", value)

@@ -127,7 +127,7 @@ func LoraBuiltins() []host.Builtin {
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rank, alpha, dropout, targets, autocastAdapter, targetParams starlark.Value
 	var patternArg host.NoneOr[starlark.String]
-	if err := aliasedKeyword(b.Name(), kwargs, loraAlias); err != nil {
+	if err := AliasedKeyword(b.Name(), kwargs, loraAlias); err != nil {
 		return nil, err
 	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,

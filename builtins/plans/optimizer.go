@@ -158,7 +158,7 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 	case core.Adam, core.AdamW:
 		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
 	}
-	if err := aliasedKeyword(b.Name(), kwargs, optimizerAlias); err != nil {
+	if err := AliasedKeyword(b.Name(), kwargs, optimizerAlias); err != nil {
 		return nil, err
 	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...); err != nil {

@@ -338,7 +338,7 @@ func (a *trainArgs) unpack(fn string, args starlark.Tuple, kwargs []starlark.Tup
 	if err := misplacedKeyword(fn, kwargs); err != nil {
 		return err
 	}
-	if err := aliasedKeyword(fn, kwargs, trainAlias); err != nil {
+	if err := AliasedKeyword(fn, kwargs, TrainAlias); err != nil {
 		return err
 	}
 	pairs := make([]any, 0, 2*len(TrainKeywords))

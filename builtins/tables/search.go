@@ -93,6 +93,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	var gpu, precision, optimizer, gpn starlark.Value // nil: not given
 	var tp, pp, cp, ep, etp, sharding, cpMode, mbs, ckpt, virtual, offload starlark.Value
 	maxLayouts := int64(search.DefaultMaxLayouts)
+	if err := plans.AliasedKeyword(b.Name(), kwargs, searchAlias); err != nil {
+		return nil, err
+	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model", &model, "gpus?", &gpus, "gpu?", &gpu,
 		"seq?", &seq, "global_batch?", &globalBatch, "precision?", &precision, "optimizer?", &optimizer,
 		"nodes?", &nodes, "gpus_per_node?", &gpn, "top?", &top, "tp?", &tp, "pp?", &pp, "cp?", &cp, "ep?", &ep,
@@ -473,4 +476,24 @@ func searchStrings(v starlark.Value, what string) ([]string, error) {
 		return nil, fmt.Errorf("%s must list at least one value", what)
 	}
 	return out, nil
+}
+
+// searchAlias is the hint for a name search() does not take that a plan
+// or a trainer spells (plans.AliasedKeyword).
+func searchAlias(name, value string) string {
+	switch name {
+	case "batch", "batch_size", "micro_batch_size", "mbs", "per_device_train_batch_size":
+		return fmt.Sprintf("search tries micro-batch sizes: micro_batch=%s (a list; None tries every size that divides the sequences a data-parallel rank gets)", value)
+	case "global_batch_size", "gbs", "train_batch_size":
+		return fmt.Sprintf("search calls the sequences per step global_batch: global_batch=%s", value)
+	case "num_gpus", "world_size", "n_gpus", "ngpus":
+		return fmt.Sprintf("search calls the GPU count gpus: gpus=%s", value)
+	case "zero", "fsdp", "zero_stage":
+		return `search tries data-parallel sharding from a list: sharding=["zero3", "fsdp"] (ddp, zero1, zero2, zero3, fsdp, hsdp; megatron and distopt under precision="megatron")`
+	case "dp":
+		return "search makes dp what tp x pp x cp leave of gpus: restrict tp=, pp= and cp= instead"
+	case "seq_len", "max_seq_length", "seq_length", "max_length":
+		return fmt.Sprintf("search calls the tokens per sequence seq: seq=%s", value)
+	}
+	return ""
 }

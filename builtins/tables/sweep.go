@@ -87,7 +87,11 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			continue
 		}
 		if !contains(known, name) {
-			return nil, host.WithHint(fmt.Errorf("sweep: unknown axis %q (train() arguments and parallel() or cluster() fields)", name), host.DidYouMean(name, known))
+			hint := plans.TrainAlias(name, kv[1].String()) // a trainer's name: batch_size -> batch
+			if hint == "" {
+				hint = host.DidYouMean(name, known)
+			}
+			return nil, host.WithHint(fmt.Errorf("sweep: unknown axis %q (train() arguments and parallel() or cluster() fields)", name), hint)
 		}
 		axes = append(axes, axis{name: name, values: listOf(kv[1])})
 		if len(axes[len(axes)-1].values) == 0 {
