@@ -254,6 +254,7 @@ func (e *env) runCheck(config string, res *importers.Result) error {
 		file: path.Join(dir, "memsh-check.star"), src: []byte(res.Script),
 		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),
 		errOut: e.stderr, errColor: useColor(e.color, e.stderr, e.getenv), plainErrors: true,
+		errPreface: fmt.Sprintf("memsh check: %s: the plan memsh imported from it fails (memsh check %s --emit-star prints the plan):", config, config),
 	}
 	var report *host.Simulation
 	keep := func(em host.Emitted) {

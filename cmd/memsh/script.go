@@ -28,6 +28,9 @@ type scriptRun struct {
 	// plainErrors drops the script position from errors: memsh fit's
 	// script is the command's own, not the user's.
 	plainErrors bool
+	// errPreface, when set, is a line written before the error: where
+	// the script came from (memsh check's plan, imported from a config).
+	errPreface string
 }
 
 // scriptResult is what a run produced for plotting.
@@ -71,6 +74,9 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 	if err != nil {
 		if sr.plainErrors {
 			err = withoutPosition(err)
+		}
+		if sr.errPreface != "" {
+			fmt.Fprintln(sr.errOut, sr.errPreface)
 		}
 		in.FormatError(sr.errOut, err, sr.errColor)
 		return res, errPrinted
