@@ -46,7 +46,7 @@ Usage:
   memsh doc [NAME]                list builtins and stdlib names, or document one
                                   (a builtin, a stdlib name, a keyword or a
                                   report field: memsh doc device_used)
-  memsh version                   print the version
+  memsh version                   print the version (also --version, -V)
   memsh help                      print this help
 
 Flags (before or after the command):
@@ -224,6 +224,9 @@ func (e *env) parse(args []string) ([]string, error) {
 
 func (e *env) dispatch(args []string) error {
 	e.maxSteps, e.color = lang.DefaultMaxSteps, "auto"
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-V") {
+		args = []string{"version"} // as most tools take it
+	}
 	rest, err := e.parse(args)
 	if err == nil && len(rest) > 0 {
 		var more []string

@@ -34,6 +34,8 @@ func TestExitCodes(t *testing.T) {
 		{"help command", []string{"help"}, 0, "Usage:", ""},
 		{"-h", []string{"-h"}, 0, "Usage:", ""},
 		{"version", []string{"version"}, 0, "memsh " + version, ""},
+		{"--version", []string{"--version"}, 0, "memsh " + version, ""},
+		{"-V", []string{"-V"}, 0, "memsh " + version, ""},
 		{"run ok with args", []string{"run", ok, "a", "--b"}, 0, `["a", "--b"]`, ""},
 		{"flags after the command", []string{"run", "--max-steps", "50", ok}, 0, "[]", ""},
 		{"script error", []string{"run", bad}, 1, "", "error: floored division by zero"},

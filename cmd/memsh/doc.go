@@ -8,7 +8,7 @@
 //	memsh plot FILE.star [ARGS...]  draw the memory timelines of its reports (SVG)
 //	memsh doc [NAME]                list builtins and stdlib names, or document one
 //	                                (a builtin, a stdlib name, a keyword or a report field)
-//	memsh version                   print the version
+//	memsh version                   print the version (also --version, -V)
 //	memsh help                      print help
 //
 // Flags, before or after the command: --max-steps N (default 100000000),
