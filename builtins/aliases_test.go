@@ -52,6 +52,24 @@ func TestTrainerKeywordHints(t *testing.T) {
 			}
 		}
 	}
+	// A value as a trainer's flag writes it.
+	for _, tc := range []struct{ expr, hint, instead string }{
+		{`train(m, seq = 128, checkpoint = True)`, `checkpoint="full"`, `train(m, seq = 128, checkpoint = "full")`},
+		{`train(m, seq = 128, lora = True)`, "lora=lora()", ""},
+		{`simulate(train(m, seq = 128, quant = "4bit"))`, `quant="nf4"`, ""},
+		{`simulate(train(m, seq = 128, quant = "load_in_8bit"))`, `quant="int8"`, ""},
+	} {
+		_, err := eval(tc.expr)
+		var ue *units.Error
+		if !errors.As(err, &ue) || !strings.Contains(ue.Hint, tc.hint) {
+			t.Errorf("%s: got %v, want a hint containing %q", tc.expr, err, tc.hint)
+		}
+		if tc.instead != "" {
+			if _, err := eval(tc.instead); err != nil {
+				t.Errorf("%s, as the hint writes it: %v", tc.instead, err)
+			}
+		}
+	}
 	// A keyword the function takes is not an alias: sgd's momentum, lora's dropout.
 	for _, expr := range []string{`sgd(momentum = 0.9)`, `lora(dropout = 0.1)`, `train(m, seq = 128, batch = 2)`} {
 		if _, err := eval(expr); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -126,6 +127,8 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 			*x = Checkpoint{core.Checkpoint{Mode: "none"}}
 			return nil
 		}
+		return &units.Error{Msg: `got True, want "none", "full", "selective", "op" or checkpoint(...)`,
+			Hint: `checkpoint="full" checkpoints every block, as gradient_checkpointing=True does`}
 	}
 	return fmt.Errorf("got %s, want \"none\", \"full\", \"selective\", \"op\" or checkpoint(...)", v.Type())
 }

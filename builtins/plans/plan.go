@@ -106,6 +106,11 @@ func NewPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 func argError(what string, v starlark.Value, err error, known []string) error {
 	s, ok := v.(starlark.String)
 	if !ok {
+		if se, isSim := err.(*units.Error); isSim { // keep its hint
+			c := *se
+			c.Msg = what + ": " + c.Msg
+			return &c
+		}
 		return fmt.Errorf("%s: %v", what, err)
 	}
 	return host.WithHint(err, host.DidYouMean(string(s), known))

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/memsh/memsh/sim/hw"
@@ -305,7 +306,14 @@ func (p *Plan) RefusalIn(checked *Model, memo *LayoutMemo) error {
 	switch p.Quant {
 	case "", "nf4", "nf4-dq", "int8", "torchao-nf4":
 	default:
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8, torchao-nf4)", p.Quant)}
+		e := &units.Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8, torchao-nf4)", p.Quant)}
+		switch strings.ToLower(p.Quant) {
+		case "4bit", "4-bit", "bnb-4bit", "load_in_4bit":
+			e.Hint = `bitsandbytes' 4-bit loading is quant="nf4" ("nf4-dq" with bnb_4bit_use_double_quant)`
+		case "8bit", "8-bit", "bnb-8bit", "load_in_8bit":
+			e.Hint = `bitsandbytes' 8-bit loading is quant="int8"`
+		}
+		return e
 	}
 	if err := p.validateFinetune(); err != nil {
 		return err
