@@ -167,6 +167,11 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	}
 	t.notModelledUnder("model_config", "overrides of the model's config.json: pass a config.json with them (--model)")
 	t.notModelledIf("tokens", "the tokens added grow embed_tokens and lm_head by a row each (resize_token_embeddings): memsh keeps the config.json's vocab_size")
+	// a multimodal run: Axolotl's processor turns the dataset's images into
+	// the vision tower's input (utils/collators/mm_chat.py), how many and
+	// how large the config does not say
+	t.notModelledIf("processor_type", "a multimodal run: the images of its dataset and the vision tower's forward on them are not replayed, only the text tokens; "+
+		"write them as train(images = (count, height, width)) in the --emit-star plan")
 	autocastAdapters, err := t.boolean("peft_autocast_adapter_dtype", true)
 	if err != nil {
 		return nil, err

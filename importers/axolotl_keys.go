@@ -124,4 +124,6 @@ var axolotlNoEffect = []string{
 	"use_swanlab", "swanlab_project", "swanlab_experiment_name", "swanlab_description", "swanlab_mode", "swanlab_workspace", // SwanLab's logger
 	"swanlab_api_key", "swanlab_log_model", "swanlab_web_host", "swanlab_api_host", "swanlab_lark_webhook_url", "swanlab_lark_secret",
 	"swanlab_log_completions", "swanlab_completion_log_interval", "swanlab_completion_max_buffer",
+	"remove_unused_columns", "eot_tokens", // the Trainer's dataset columns, the tokenizer's end-of-turn tokens (label masking)
+	"peft.loftq_config.loftq_bits", // LoftQ's initialisation of the adapters: the base weights stay in the model's dtype
 }

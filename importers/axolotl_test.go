@@ -434,3 +434,28 @@ func checkImportedScript(t *testing.T, name, config string, o Options, want, not
 		}
 	}
 }
+
+// TestAxolotlMultimodalKeys: a multimodal example's keys (Axolotl's
+// examples/qwen2-vl/lora-7b.yaml, gemma3/gemma-3-4b-vision-qlora.yml at
+// 067b021c8) were listed as not understood: processor_type is a run on
+// images memsh does not replay, which the notes say; remove_unused_columns
+// and eot_tokens (the dataset's columns, the end-of-turn tokens), like
+// LoftQ's initialisation, change nothing replayed.
+func TestAxolotlMultimodalKeys(t *testing.T) {
+	const cfg = "base_model: Qwen/Qwen3-8B\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\nmicro_batch_size: 1\n" +
+		"gradient_accumulation_steps: 1\nsequence_len: 1024\nsample_packing: true\nattn_implementation: flash_attention_2\nlora_mlp_kernel: false\n" +
+		"lora_qkv_kernel: false\nlora_o_kernel: false\nlora_embedding_kernel: false\n" +
+		"processor_type: AutoProcessor\nremove_unused_columns: false\neot_tokens:\n  - <end_of_turn>\npeft:\n  loftq_config:\n    loftq_bits: 4\n"
+	res, err := Import("r.yml", []byte(cfg), defaults(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Unknown) > 0 {
+		t.Errorf("not understood: %q", res.Unknown)
+	}
+	want := []string{"processor_type: a multimodal run: the images of its dataset and the vision tower's forward on them are not replayed, only the text tokens; " +
+		"write them as train(images = (count, height, width)) in the --emit-star plan"}
+	if !slices.Equal(res.NotModelled, want) {
+		t.Errorf("not modelled %q, want %q", res.NotModelled, want)
+	}
+}
