@@ -6,12 +6,12 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// reportAlias is the hint for a field name the report does not have that
+// FieldAlias is the hint for a field name the report does not have that
 // users reach for (PyTorch's and nvidia-smi's names, a throughput's
 // usual spellings): the fields that answer it, or "" for another name.
 // starlark-go's own "did you mean" picks by spelling, which led from
 // peak_memory and total_memory to host_memory.
-func reportAlias(name string) string {
+func FieldAlias(name string) string {
 	switch name {
 	case "peak", "peak_memory", "peak_mem", "max_memory", "max_memory_allocated", "memory", "mem", "gpu_memory", "memory_used":
 		return "r.peak_allocated is the step's max_memory_allocated, r.peak_reserved its max_memory_reserved, r.device_used what nvidia-smi shows"
@@ -29,10 +29,10 @@ func reportAlias(name string) string {
 	return ""
 }
 
-// aliasError is the error for a field name reportAlias explains, nil for
+// aliasError is the error for a field name FieldAlias explains, nil for
 // any other (the attribute is then unknown: starlark-go's message).
 func aliasError(name string) error {
-	h := reportAlias(name)
+	h := FieldAlias(name)
 	if h == "" {
 		return nil
 	}

@@ -36,6 +36,8 @@ func TestExitCodes(t *testing.T) {
 		{"version", []string{"version"}, 0, "memsh " + version, ""},
 		{"--version", []string{"--version"}, 0, "memsh " + version, ""},
 		{"-V", []string{"-V"}, 0, "memsh " + version, ""},
+		{"doc of a trainer's name", []string{"doc", "per_device_train_batch_size"}, 2, "", "memsh calls the sequences per GPU per forward batch: batch=N"},
+		{"doc of PyTorch's name", []string{"doc", "max_memory_allocated"}, 2, "", "r.peak_allocated is the step's max_memory_allocated"},
 		{"run ok with args", []string{"run", ok, "a", "--b"}, 0, `["a", "--b"]`, ""},
 		{"flags after the command", []string{"run", "--max-steps", "50", ok}, 0, "[]", ""},
 		{"script error", []string{"run", bad}, 1, "", "error: floored division by zero"},

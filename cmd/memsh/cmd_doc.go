@@ -58,6 +58,9 @@ func (e *env) cmdDoc(operands []string) error {
 		names = append(names, x.Name)
 	}
 	names = append(names, host.FieldNames(builtins.All())...)
+	if h := builtins.AliasHint(name); h != "" {
+		return usagef("no builtin or stdlib name %q: %s", name, h)
+	}
 	if near := nearNames(name, names); len(near) > 0 {
 		return usagef("no builtin or stdlib name %q (did you mean %s?)", name, strings.Join(near, ", "))
 	}

@@ -1,6 +1,9 @@
 package repl
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestPythonHabits checks that what Python's REPL takes (help, help(x),
 // exit(), quit) does at the prompt what the :command does, and that a
@@ -29,6 +32,10 @@ func TestPythonHabits(t *testing.T) {
 		if gotOut != wantOut || gotErr != wantErr {
 			t.Errorf("%q: got %q (stderr %q), want what %q prints: %q (stderr %q)", tc.typed, gotOut, gotErr, tc.as, wantOut, wantErr)
 		}
+	}
+	// A trainer's or PyTorch's name says what memsh calls it.
+	if _, errs := command(":help gradient_accumulation_steps", "help(total_memory)"); !strings.Contains(errs, "grad_accum=N") || !strings.Contains(errs, "r.capacity") {
+		t.Errorf(":help of a trainer's and PyTorch's names: %q", errs)
 	}
 	// Not a habit: a call with arguments help(NAME) does not take.
 	if _, errs := command("help(1 + 2)"); errs == "" {

@@ -27,6 +27,10 @@ func (s *Session) cmdHelp(ctx context.Context, arg string) error {
 	}
 	if !s.helpName(s.out, name) {
 		topics := s.helpTopics()
+		if h := builtins.AliasHint(name); h != "" {
+			s.errorf("no help for %q: %s", name, h)
+			return nil
+		}
 		if near := nearest(name, topics); len(near) > 0 {
 			s.errorf("no help for %q (did you mean %s?)", name, orList(near))
 		} else {
