@@ -217,7 +217,7 @@ func (e *env) parse(args []string) ([]string, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, flag.ErrHelp
 		}
-		return nil, usagef("%v", err)
+		return nil, flagError(fs, args, err)
 	}
 	return fs.Args(), nil
 }

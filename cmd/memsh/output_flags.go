@@ -150,7 +150,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 			return append(operands, args[1:]...), nil
 		case strings.HasPrefix(a, "-") && a != "-":
 			if err := fs.Parse(args); err != nil {
-				return nil, usagef("%v", err)
+				return nil, flagError(fs, args, err)
 			}
 			rest := fs.Args()
 			if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {

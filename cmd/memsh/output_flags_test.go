@@ -24,7 +24,8 @@ func TestParseInterspersed(t *testing.T) {
 		{args: []string{"f.star", "-o", "x", "--", "--html"}, operands: []string{"f.star", "--html"}, out: "x"},
 		{args: []string{"f.star", "-"}, operands: []string{"f.star", "-"}},
 		{args: []string{"f.star", "-o"}, err: "flag needs an argument: -o"},
-		{args: []string{"f.star", "--json"}, err: "flag provided but not defined: -json"},
+		{args: []string{"f.star", "--json"}, err: "unknown flag --json (memsh help lists the flags)"},
+		{args: []string{"f.star", "-jsn"}, err: "unknown flag -jsn (memsh help lists the flags)"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			fs := flag.NewFlagSet("plot", flag.ContinueOnError)
