@@ -123,6 +123,9 @@ func (a *Attention) Validate(path string) error {
 	if err := core.Positive(path, "heads", a.Heads); err != nil {
 		return err
 	}
+	if a.HeadDim < 0 { // 0 is unset: dim/heads
+		return units.Errorf(path, "head_dim must be positive (got %d)", a.HeadDim)
+	}
 	if a.HeadDim == 0 && a.Dim%a.Heads != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("heads must divide dim (dim=%d, heads=%d)", a.Dim, a.Heads), Hint: "pass head_dim= when it is not dim/heads"}
 	}
