@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -106,10 +107,9 @@ func NewPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 func argError(what string, v starlark.Value, err error, known []string) error {
 	s, ok := v.(starlark.String)
 	if !ok {
-		if se, isSim := err.(*units.Error); isSim { // keep its hint
-			c := *se
-			c.Msg = what + ": " + c.Msg
-			return &c
+		var se *units.Error
+		if errors.As(err, &se) { // keep its hint
+			return host.WithHint(fmt.Errorf("%s: %s", what, se.Msg), se.Hint)
 		}
 		return fmt.Errorf("%s: %v", what, err)
 	}

@@ -236,13 +236,12 @@ func setLoRA(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	case starlark.NoneType:
 	case LoRA:
 		p.LoRA = l.l
-	case starlark.Bool:
-		if l {
-			return &units.Error{Msg: "lora must be None or lora(...) (got bool)", Hint: `lora=lora() adapts q and v at rank 8, alpha 16 (PEFT's LoraConfig defaults); lora(targets=["all-linear"]) every linear`}
-		}
-		return fmt.Errorf("lora must be None or lora(...) (got %s)", l.Type())
 	default:
-		return fmt.Errorf("lora must be None or lora(...) (got %s)", l.Type())
+		err := fmt.Errorf("lora must be None or lora(...) (got %s)", l.Type())
+		if l == starlark.True {
+			return host.WithHint(err, `lora=lora() adapts q and v at rank 8, alpha 16 (PEFT's LoraConfig defaults); lora(targets=["all-linear"]) every linear`)
+		}
+		return err
 	}
 	return nil
 }

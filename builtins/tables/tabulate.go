@@ -68,13 +68,7 @@ func tabulateFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if !ok || rowsV.Type() == "string" {
 		return nil, fmt.Errorf("tabulate: rows must be a list of dicts, structs or lists (got %s)", rowsV.Type())
 	}
-	var raw []starlark.Value
-	it := iter.Iterate()
-	defer it.Done()
-	var x starlark.Value
-	for it.Next(&x) {
-		raw = append(raw, x)
-	}
+	raw := iterated(iter)
 	var columns []string
 	if columnsV != starlark.None {
 		var err error

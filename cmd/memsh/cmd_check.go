@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/memsh/memsh/sim/hw"
 	"io"
 	"os"
 	"path"
@@ -17,6 +16,7 @@ import (
 	"github.com/memsh/memsh/importers"
 	"github.com/memsh/memsh/jsondoc"
 	"github.com/memsh/memsh/lang"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -170,14 +171,7 @@ func TestFastPathEqualsReplayCommBound(t *testing.T) {
 	} {
 		p := testmodels.LlamaPlan(testmodels.Llama(1024, 4, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16-mixed", "none", "H100-80GB")
 		p.Parallel, p.GradAccum = par, 4
-		_, _, fe := fastPathOf(t, p)
-		r, err := sim.Evaluate(p, core.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
-			t.Errorf("%s: fast path %.9g s, replay %.9g s", par.String(), fe.time.StepSeconds, r.Time.StepSeconds)
-		}
+		r := replayAsFastPath(t, p)
 		var fsdp float64
 		for _, s := range r.Time.Breakdown {
 			if s.Name == "fsdp_comm" {
@@ -216,14 +210,22 @@ func TestFastPathIdleTower(t *testing.T) {
 		p := testmodels.LlamaPlan(m, 1, 256, prec, "none", "H100-80GB")
 		p.Parallel, p.GradAccum = par, 2
 		p.Cluster = hw.Cluster{Nodes: 2, GPUsPerNode: 4, InterGBps: 1}
-		_, _, fe := fastPathOf(t, p)
-		r, err := sim.Evaluate(p, core.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
-			t.Errorf("%s: fast path %.9g s, replay %.9g s", par.String(), fe.time.StepSeconds, r.Time.StepSeconds)
-		}
+		r := replayAsFastPath(t, p)
 		t.Logf("%s: %.6g s, collectives %v", par.String(), r.Time.StepSeconds, r.CommBytes)
 	}
+}
+
+// replayAsFastPath replays p and checks that the fast path prices its
+// step as the replay does.
+func replayAsFastPath(t *testing.T, p *core.Plan) *replay.Report {
+	t.Helper()
+	_, _, fe := fastPathOf(t, p)
+	r, err := sim.Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
+		t.Errorf("%s: fast path %.9g s, replay %.9g s", p.Parallel.String(), fe.time.StepSeconds, r.Time.StepSeconds)
+	}
+	return r
 }
