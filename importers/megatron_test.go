@@ -158,6 +158,14 @@ func TestMegatronErrors(t *testing.T) {
 	runErrorCases(t, []errorCase{
 		{name: "a script that never launches pretrain_gpt.py", file: "run.sh", config: "#!/bin/bash\necho hello\nnum_layers=4\n",
 			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},
+		// ms-swift's examples/megatron/lora/dense.sh (modelscope/ms-swift
+		// at 3602360), shortened: its own launcher, not pretrain_gpt.py
+		{name: "ms-swift's megatron sft", file: "dense.sh",
+			config:   "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True' \\\nNPROC_PER_NODE=2 \\\nmegatron sft \\\n    --model Qwen/Qwen2.5-7B-Instruct \\\n    --tuner_type lora \\\n    --tensor_model_parallel_size 2 \\\n    --micro_batch_size 16\n",
+			want:     "dense.sh: the script runs ms-swift's `megatron sft`, not pretrain_gpt.py: memsh check does not read ms-swift's arguments",
+			wantHint: `precision="megatron"`},
+		{name: "ms-swift's swift sft", file: "sft.sh", config: "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen3-8B --tuner_type lora\n",
+			want: "sft.sh: the script runs ms-swift's `swift sft`, not pretrain_gpt.py: memsh check does not read ms-swift's arguments", wantHint: "hf_config"},
 		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: not a shell script bash can read: `if` must be followed by a statement list"},
 		{name: "a script that exits first", file: "run.sh", config: "exit 3\n" + launch + "\n",
 			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},

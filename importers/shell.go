@@ -45,6 +45,7 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 		return nil, "", &Error{File: file, Msg: "not a shell script bash can read: " + err.Error()}
 	}
 	found := false
+	other := "" // a trainer's launch of its own the script makes instead (otherLauncher)
 	calls := 0
 	env := []string{"HOME=/home/user", "PWD=/job", "PATH=/usr/bin:/bin"}
 	for _, k := range []string{"SLURM_NNODES", "SLURM_GPUS_ON_NODE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"} {
@@ -72,6 +73,9 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 						found, args, launcher = true, append([]string(nil), a[i+1:]...), path.Base(a[0])
 					}
 				}
+				if other == "" {
+					other = otherLauncher(a)
+				}
 				return nil // nothing runs
 			}
 		}),
@@ -97,8 +101,29 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 		return nil, "", &Error{File: file, Msg: "the script stopped before it launched " + script + ": " + runErr.Error(),
 			Hint: "memsh reads the script as bash would, running no command"}
 	}
+	if other != "" {
+		return nil, "", &Error{File: file, Msg: "the script runs " + other + ", not " + script + ": memsh check does not read ms-swift's arguments",
+			Hint: "write the plan in Starlark: train(hf_config(\"config.json\"), ...) with the --model's config.json; Megatron-SWIFT (megatron sft/pt/rlhf) is precision=\"megatron\" with parallel(tp=..., pp=..., ep=..., distributed_optimizer=True) (docs/check.md)"}
+	}
 	return nil, "", &Error{File: file, Msg: "the script never launches " + script,
 		Hint: "memsh check reads the command line of a script that runs " + script + " (torchrun ... " + script + " --num-layers ...)"}
+}
+
+// swiftCommands are ms-swift's command-line entry points (its setup.py
+// console_scripts: swift, megatron) and the subcommands that train
+// (swift/cli/main.py and swift/cli/_megatron/main.py's ROUTE_MAPPING).
+var swiftCommands = map[string]map[string]bool{
+	"swift":    {"sft": true, "pt": true, "rlhf": true},
+	"megatron": {"sft": true, "pt": true, "rlhf": true},
+}
+
+// otherLauncher names the ms-swift training command a is ("ms-swift's
+// `megatron sft`"), "" for any other command.
+func otherLauncher(a []string) string {
+	if len(a) < 2 || !swiftCommands[path.Base(a[0])][a[1]] {
+		return ""
+	}
+	return "ms-swift's `" + path.Base(a[0]) + " " + a[1] + "`"
 }
 
 // nopFile is every file a script opens: empty, and writes go nowhere.
