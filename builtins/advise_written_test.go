@@ -14,7 +14,9 @@ import (
 // 7B that does not fit one GPU (precision, optimizer, compile,
 // checkpointing, offload, ZeRO, the allocator), the same on 8 GPUs
 // (layouts), a fitting plan asked for speed, a LoRA plan in bf16 (its
-// adapters' dtype), and a budget below what the first plan needs.
+// adapters' dtype), a budget below what the first plan needs, and the LoRA
+// plan as a GRPO step whose colocated vLLM engine takes the GPU (its
+// engine asleep).
 const adviseWrittenPrelude = `
 dim = 4096
 block = sequential(
@@ -28,12 +30,14 @@ fitting = oom.replace(precision = "bf16", checkpoint = "full")
 blk = sequential(residual(sequential(rmsnorm(256), attention(256, 4))), residual(sequential(rmsnorm(256), mlp(256, 1024, act = "swiglu"))))
 tl = train(model("tiny", embedding(1000, 256), repeat(blk, 4), rmsnorm(256), vocab = 1000), batch = 8, seq = 512, precision = "bf16",
            gpu = "A100-80GB", lora = lora(rank = 16, targets = ["all-linear"]))
+tg = tl.replace(preference = grpo(completion = 256, vllm = "colocate", vllm_memory = 0.99))
 plans = {
     "oom": (oom, advise(oom, top = None)),
     "ddp": (ddp, advise(ddp, top = None)),
     "fast": (fitting, advise(fitting, goal = "speed", top = None)),
     "lora": (tl, advise(tl, budget = 0.9 * simulate(tl).device_used, top = None)),
     "budget": (oom, advise(oom, budget = 60 * GiB, top = None)),
+    "grpo": (tg, advise(tg, top = None)),
 }
 `
 
@@ -46,7 +50,7 @@ plans = {
 func TestAdviceIsWhatToWrite(t *testing.T) {
 	eval := starEval(t, adviseWrittenPrelude)
 	rows := 0
-	for _, name := range []string{"oom", "ddp", "fast", "lora", "budget"} {
+	for _, name := range []string{"oom", "ddp", "fast", "lora", "budget", "grpo"} {
 		n := writtenBack(t, eval, fmt.Sprintf("plans[%q][0]", name), fmt.Sprintf("plans[%q][1]", name))
 		if n == 0 {
 			t.Errorf("%s: no advice", name)

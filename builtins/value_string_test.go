@@ -35,6 +35,8 @@ func TestValuesPrintAsTheirCall(t *testing.T) {
 		`precision(params="fp32", compute="bf16", grads="fp32", master="fp32", optimizer_states="bf16", autocast=True, norms="fp32")`,
 		`dpo()`, `dpo(reference="precomputed")`, `dpo(trl="1.8")`, `dpo(trainer="torchtune")`,
 		`kto()`, `kto(loss="apo_zero_unpaired")`, `kto(reference="precomputed", trl="1.8")`,
+		`grpo()`, `grpo(completion=1024, beta=0.04)`, `grpo(beta=1)`, `grpo(vllm="colocate")`, `grpo(vllm="colocate", vllm_memory=0.5, sleep=True)`,
+		`grpo(vllm="server", trl="1.15")`,
 	} {
 		t.Run(expr, func(t *testing.T) {
 			first, err := eval(expr)

@@ -14,6 +14,18 @@ var hfPreferenceKeys = []string{"beta", "max_prompt_length", "precompute_ref_log
 	"sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "f_divergence_type", "reference_free", "use_weighting",
 	"desirable_weight", "undesirable_weight", "ld_alpha", "discopop_tau"}
 
+// hfOnlineKeys are keys of TRL's GRPOConfig and RLOOConfig (trl/trainer/
+// grpo_config.py and rloo_config.py at 1.16.0) that no SFTConfig or
+// DPOConfig has: a file with one generates its completions, which memsh
+// check does not read (a GRPO run's seq is its dataset's longest prompt
+// plus max_completion_length, which no key says).
+var hfOnlineKeys = []string{"num_generations", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
+	"steps_per_generation", "generation_batch_size", "num_iterations", "reward_weights", "epsilon_high", "mask_truncated_completions"}
+
+// grpoHint is what a GRPO run's config gets: the plan in Starlark.
+const grpoHint = "write the plan in Starlark: train(..., batch=per_device_train_batch_size, seq=longest prompt + max_completion_length, " +
+	"preference=grpo(completion=max_completion_length, beta=..., vllm=...)) (docs/grpo.md)"
+
 // hfDPONoEffect are DPOConfig's keys whose effect is on the loss's
 // [batch] arithmetic, the data or evaluation: nothing memsh replays.
 var hfDPONoEffect = []string{"beta", "max_prompt_length", "max_completion_length", "truncation_mode", "loss_type", "loss_weights",
@@ -33,6 +45,11 @@ var hfDPONoEffect = []string{"beta", "max_prompt_length", "max_completion_length
 // its adapters under use_peft, none with precompute_ref_log_probs, else a
 // copy of the model.
 func hfPreference(t *tree) (string, error) {
+	for _, k := range hfOnlineKeys {
+		if _, ok := t.leaves[k]; ok {
+			return "", t.errorf(k, grpoHint, "is a key of TRL's online trainers (GRPO, RLOO), whose configs memsh check does not read")
+		}
+	}
 	found := ""
 	for _, k := range hfPreferenceKeys {
 		if _, ok := t.leaves[k]; ok {
@@ -52,6 +69,8 @@ func hfPreference(t *tree) (string, error) {
 	case "dpo":
 	case "kto":
 		return hfKTO(t)
+	case "grpo":
+		return "", t.errorf("memsh.trainer", grpoHint, "GRPOTrainer's configs are not read by memsh check")
 	case "":
 		return "", t.errorf(found, hint, "is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT")
 	default:

@@ -11,7 +11,7 @@ import (
 // EngineValue is the Starlark value train() takes for an engine value:
 // what the advice engine (sim/advise) proposes for a keyword. Ints, bools
 // and strings, a checkpoint policy, an optimizer, a layout, a cluster, an
-// offload, a GPU or a LoRA configuration.
+// offload, a GPU, a LoRA configuration or a GRPO objective.
 func EngineValue(v any) (starlark.Value, error) {
 	switch x := v.(type) {
 	case int64:
@@ -34,6 +34,11 @@ func EngineValue(v any) (starlark.Value, error) {
 		return NewGPU(x), nil
 	case core.LoRA:
 		return LoRA{&x}, nil
+	case core.Preference: // a GRPO objective's (advise's vllm_sleep): its reference resolved by train() again
+		if x.GRPO() {
+			x.Reference = ""
+		}
+		return Preference{x}, nil
 	case core.Compile:
 		switch {
 		case x.Blocks && x.Loss:

@@ -198,7 +198,7 @@ func Same(v, def starlark.Value) bool {
 func (x *Plan) Summary() string {
 	p := x.P
 	parts := []string{fmt.Sprintf("batch %d", p.Batch)}
-	if pr := p.Preference; pr != nil && !pr.KTO() { // DPO: the batch counts pairs of two rows
+	if pr := p.Preference; pr != nil && !pr.KTO() && !pr.GRPO() { // DPO: the batch counts pairs of two rows
 		parts[0] = fmt.Sprintf("batch %s (%s)", units.Count(p.Batch, "pair"), units.Count(p.Batch*pr.Rows(), "row"))
 	}
 	if x.Args.Get("seq") != starlark.None {
@@ -230,9 +230,12 @@ func (x *Plan) Summary() string {
 		if pr.TRL == "" {
 			how = pr.Trainer
 		}
-		if pr.KTO() {
+		switch {
+		case pr.GRPO():
+			parts = append(parts, fmt.Sprintf("grpo (completion %d, reference %s, %s)", pr.GRPOConfig.Completion, pr.Reference, how))
+		case pr.KTO():
 			parts = append(parts, fmt.Sprintf("kto (loss %s, reference %s, %s)", pr.Loss, pr.Reference, how))
-		} else {
+		default:
 			parts = append(parts, fmt.Sprintf("dpo (reference %s, %s)", pr.Reference, how))
 		}
 	}

@@ -10,15 +10,19 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// Preference is the Starlark value of dpo(...) and kto(...) (type "dpo" or
-// "kto", as core.Preference.KTO says): TRL's DPOTrainer or KTOTrainer as
-// train(preference=...)'s objective. Reference is "" until train()
-// resolves it against the plan's LoRA (core.RefOf).
+// Preference is the Starlark value of dpo(...), kto(...) and grpo(...)
+// (type "dpo", "kto" or "grpo", as core.Preference.KTO and GRPO say): TRL's
+// DPOTrainer, KTOTrainer or GRPOTrainer as train(preference=...)'s
+// objective. Reference is "" until train() resolves it against the plan's
+// LoRA (core.RefOf, core.RefOfGRPO).
 type Preference struct{ p core.Preference }
 
 var _ starlark.HasAttrs = Preference{}
 
 func (x Preference) Type() string {
+	if x.p.GRPO() {
+		return "grpo"
+	}
 	if x.p.KTO() {
 		return "kto"
 	}
@@ -29,6 +33,9 @@ func (x Preference) Truth() starlark.Bool  { return starlark.True }
 func (x Preference) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 
 func (x Preference) String() string {
+	if x.p.GRPO() {
+		return x.grpoString()
+	}
 	var args []string
 	if x.p.KTO() {
 		args = append(args, fmt.Sprintf("loss=%q", x.p.Loss))
@@ -50,6 +57,9 @@ var (
 )
 
 func (x Preference) AttrNames() []string {
+	if x.p.GRPO() {
+		return grpoAttrNames
+	}
 	if x.p.KTO() {
 		return ktoAttrNames
 	}
@@ -57,6 +67,9 @@ func (x Preference) AttrNames() []string {
 }
 
 func (x Preference) Attr(name string) (starlark.Value, error) {
+	if x.p.GRPO() {
+		return x.grpoAttr(name)
+	}
 	orNone := func(s string) starlark.Value {
 		if s == "" {
 			return starlark.None
@@ -81,9 +94,9 @@ func (x Preference) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-// PreferenceBuiltins are the preference objectives: dpo() and kto().
+// PreferenceBuiltins are the preference objectives: dpo(), kto() and grpo().
 func PreferenceBuiltins() []host.Builtin {
-	return []host.Builtin{ktoBuiltin, {
+	return []host.Builtin{ktoBuiltin, grpoBuiltin, {
 		Name: "dpo",
 		Sig:  `dpo(reference=None, trl=None, trainer="trl")`,
 		Doc: "TRL's DPOTrainer as the step's objective, for train(..., preference=dpo(...)) (docs/dpo.md): batch= counts pairs, each a chosen and a rejected completion " +
@@ -167,12 +180,15 @@ func setPreference(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) erro
 	case starlark.NoneType:
 	case Preference:
 		pr := x.p
-		if pr.Reference == "" {
+		switch {
+		case pr.GRPO():
+			pr.Reference = core.RefOfGRPO(pr.GRPOConfig.Beta, p.LoRA)
+		case pr.Reference == "":
 			pr.Reference = core.RefOf(p.LoRA)
 		}
 		p.Preference = &pr
 	default:
-		return fmt.Errorf("preference must be None, dpo(...) or kto(...) (got %s)", x.Type())
+		return fmt.Errorf("preference must be None, dpo(...), kto(...) or grpo(...) (got %s)", x.Type())
 	}
 	return nil
 }

@@ -129,7 +129,8 @@ var TrainKeywords = []keyword{
 		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
 	{Name: "preference", Def: starlark.None,
 		Doc: "dpo(...): TRL's DPOTrainer in place of the language model's cross-entropy: batch= counts pairs (2 x batch rows), a reference forward under no_grad after the policy's (docs/dpo.md); " +
-			"kto(...): TRL's KTOTrainer: batch= counts unpaired rows, KL forwards under no_grad over mismatched pairs, a reference forward (docs/kto.md)",
+			"kto(...): TRL's KTOTrainer: batch= counts unpaired rows, KL forwards under no_grad over mismatched pairs, a reference forward (docs/kto.md); " +
+			"grpo(...): TRL's GRPOTrainer's training step: batch= counts completions, the fused LM head over their last completion= tokens, a colocated vLLM engine's memory beside the step (docs/grpo.md)",
 		set: setPreference},
 	{Name: "keep_logits", Def: starlark.False,
 		Doc: "the training loop holds the model's output, and so its logits, through the backward: out = model(**batch); out.loss.backward(); " +

@@ -33,7 +33,7 @@ func AdviseBuiltins() []host.Builtin {
 			"included), torch.compile, precision, PEFT's adapters in the model's dtype (lora(autocast_adapter_dtype=False)), the optimizer, loss " +
 			"chunks, ZeRO/FSDP sharding with several GPUs, offload, expandable segments, an ensemble's members one at a time, a " +
 			"graph model's chunks, a sparse table's placement, tensor or pipeline layouts of the same GPUs (the global batch kept), " +
-			"a pipeline's schedule, context parallelism by ring or Ulysses, a MoE's expert_tp, and checkpoint(budget=...): the " +
+			"a pipeline's schedule, context parallelism by ring or Ulysses, a MoE's expert_tp, a GRPO step's colocated vLLM engine asleep between generations, and checkpoint(budget=...): the " +
 			"least recompute that fits), one at a time, then " +
 			"pairs of changes to two knobs (max_changes=1: singles only). Every candidate is a full replay, never a formula. The " +
 			"fitting ones come ranked by step time, one row per combination of knobs (a pair only when it beats its changes " +

@@ -20,7 +20,8 @@ type Change struct {
 // writes it. Values are the engine's: int64 (batch, grad_accum, seq,
 // loss_chunks), bool (expandable_segments), string (precision,
 // members_mode), core.Checkpoint, core.Optimizer, core.Parallelism,
-// core.Offload (its zero value: offload=None), core.Compile, hw.Device (gpu), hw.Cluster, or a ModelChange (keyword "model": a
+// core.Offload (its zero value: offload=None), core.Compile, hw.Device (gpu), hw.Cluster, core.Preference (a GRPO
+// objective: grpo(...)), or a ModelChange (keyword "model": a
 // setting of the model's layers, such as a graph model's chunks).
 type Setting struct {
 	Keyword string
@@ -72,6 +73,8 @@ func (s Setting) String() string {
 		return fmt.Sprintf("%s=%q", s.Keyword, v.Name)
 	case ModelChange:
 		return v.Text
+	case core.Preference:
+		return s.Keyword + "=" + v.GRPOCall()
 	}
 	return fmt.Sprintf("%s=%v", s.Keyword, s.Value)
 }
@@ -165,6 +168,11 @@ func (s Setting) apply(q *core.Plan) error {
 			if o == (core.Offload{}) { // every tier taken back: offload=None
 				q.Offload = nil
 			}
+		}
+	case "preference":
+		var pr core.Preference
+		if ok = set(&pr, s.Value); ok {
+			q.Preference = &pr
 		}
 	case "lora":
 		var l core.LoRA

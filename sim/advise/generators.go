@@ -59,6 +59,7 @@ var generators = []generator{
 	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs; FSDP's resharding and HSDP replicas; FSDP1 without prefetching, ZeRO's buckets at the Hugging Face Trainer's auto sizes", shardingChanges},
 	{"offload", "optimizer state, parameters or activations in host memory; for speed, or when the host falls short, an offload taken back to the GPU (or from NVMe to the host)", offloadChanges},
 	{"expandable_segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", expandableChanges},
+	{"vllm_sleep", "a GRPO step's colocated vLLM engine asleep between generations (vllm_enable_sleep_mode): its memory off the GPU through the step (its wake-up and weight reload, in the generation phase, are not in the step time)", vllmSleepChanges},
 	{"members_mode", "an ensemble's members one at a time", memberChanges},
 	{"graph", "a graph model's edge chunks, eval chunks and processor segments", graphChanges},
 	{"table_placement", "a sparse table's rows and moments in host memory", tableChanges},
@@ -460,6 +461,18 @@ func expandableChanges(p *core.Plan, ask Ask) []Change {
 		return nil
 	}
 	return []Change{one("expandable_segments", "expandable_segments", true)}
+}
+
+// vllmSleepChanges put a GRPO step's colocated vLLM engine to sleep
+// between generations (core/grpo.go): TRL's vllm_enable_sleep_mode.
+func vllmSleepChanges(p *core.Plan, ask Ask) []Change {
+	pr := p.Preference
+	if !pr.GRPO() || pr.GRPOConfig.VLLM != core.VLLMColocate || pr.GRPOConfig.Sleep {
+		return nil
+	}
+	asleep := *pr
+	asleep.GRPOConfig.Sleep = true
+	return []Change{one("vllm_sleep", "preference", asleep)}
 }
 
 // memberChanges run an ensemble's stacked members one at a time.

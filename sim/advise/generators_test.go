@@ -55,6 +55,19 @@ func TestGenerators(t *testing.T) {
 			"offload":             {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
 			"expandable_segments": {`expandable_segments=True`},
 		}},
+		{"grpo with vllm colocated", with(func(p *core.Plan) {
+			p.Preference = &core.Preference{Loss: core.LossGRPO, TRL: core.TRLFusedHead, Reference: core.RefNone,
+				GRPOConfig: core.GRPOConfig{Completion: 1024, VLLM: core.VLLMColocate, VLLMMemory: 0.3}}
+		}), Fit, map[string][]string{
+			"compile":             {"compile=True"},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"precision":           {`precision="bf16"`},
+			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"offload":             {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
+			"expandable_segments": {`expandable_segments=True`},
+			"vllm_sleep":          {`preference=grpo(completion=1024, beta=0.0, vllm="colocate", vllm_memory=0.3, sleep=True, trl="1.15")`},
+		}},
 		{"batch 12, full checkpointing, for speed", with(func(p *core.Plan) {
 			p.Batch, p.GradAccum, p.Checkpoint = 12, 4, core.Checkpoint{Mode: "full", Every: 1, Reentrant: true}
 			p.Optimizer.Impl = "fused"

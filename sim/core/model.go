@@ -272,6 +272,10 @@ func (m *Model) lower(b *Builder) (err error) {
 		b.P.Loss = b.lowerRollout(m, x, b.rollout) // anemoi's rollout loop
 		return nil
 	}
+	if b.pref.GRPO() { // GRPO: the policy and the loss (grpo.go)
+		b.P.Loss = b.grpoLoss(m, x)
+		return nil
+	}
 	if b.pref.KTO() { // KTO: the KL forwards, the policy, the reference, the loss (kto.go)
 		b.P.Loss = b.ktoLoss(m, x)
 		return nil

@@ -27,9 +27,12 @@ type Preference struct {
 	// TRL: the DPOTrainer release whose log-probability path the step
 	// runs (TRLFusedHead, TRLLogits); "" under another trainer.
 	TRL string
-	// Loss: "" for DPO's pairs, or one of TRL's KTOTrainer's unpaired
-	// losses (LossKTO, LossAPOZeroUnpaired: kto.go), whose batch is rows.
+	// Loss: "" for DPO's pairs, one of TRL's KTOTrainer's unpaired
+	// losses (LossKTO, LossAPOZeroUnpaired: kto.go), whose batch is rows,
+	// or LossGRPO (TRL's GRPOTrainer: grpo.go), whose batch is completions.
 	Loss string
+	// GRPOConfig: GRPOTrainer's settings (Loss LossGRPO only).
+	GRPOConfig GRPOConfig
 }
 
 // The unpaired losses of TRL's KTOTrainer (KTOConfig.loss_type,
@@ -46,7 +49,7 @@ const (
 
 // KTO reports whether pr is TRL's KTOTrainer (an unpaired loss) rather
 // than a DPO step.
-func (pr *Preference) KTO() bool { return pr != nil && pr.Loss != "" }
+func (pr *Preference) KTO() bool { return pr != nil && pr.Loss != "" && pr.Loss != LossGRPO }
 
 // KL reports whether pr's step runs KTO's KL forwards over the batch's
 // mismatched pairs (KL_input_ids): the policy's under no_grad before its
@@ -59,6 +62,9 @@ func (pr *Preference) klFirst() bool { return pr.KL() && pr.trainer() == Trainer
 
 // what names pr's objective in errors: preference=dpo() or kto().
 func (pr *Preference) what() string {
+	if pr.GRPO() {
+		return "preference=grpo()"
+	}
 	if pr.KTO() {
 		return "preference=kto()"
 	}
@@ -67,6 +73,9 @@ func (pr *Preference) what() string {
 
 // path is the key pr's own errors name: dpo or kto.
 func (pr *Preference) path() string {
+	if pr.GRPO() {
+		return "grpo"
+	}
 	if pr.KTO() {
 		return "kto"
 	}
@@ -141,9 +150,9 @@ const (
 const PreferenceOp = "dpo_loss"
 
 // Rows is how many sequences of the batch one pair makes: the chosen and
-// the rejected completion. KTO's batch counts rows: 1.
+// the rejected completion. KTO's and GRPO's batches count rows: 1.
 func (pr *Preference) Rows() int64 {
-	if pr == nil || pr.KTO() {
+	if pr == nil || pr.KTO() || pr.GRPO() {
 		return 1
 	}
 	return 2
@@ -161,6 +170,9 @@ func RefOf(lora *LoRA) string {
 
 // Validate checks the objective's own names.
 func (pr *Preference) Validate() error {
+	if pr.GRPO() {
+		return pr.validateGRPO()
+	}
 	if pr.KTO() {
 		return pr.ValidateKTO()
 	}
@@ -185,6 +197,23 @@ func (pr *Preference) Validate() error {
 	return nil
 }
 
+// trainerClass names the TRL trainer class a refusal speaks of.
+func (pr *Preference) trainerClass() string {
+	if pr.GRPO() {
+		return "GRPOTrainer"
+	}
+	return "DPOTrainer"
+}
+
+// headHint is the hint of a fused head refused over a quantized or
+// adapted lm_head: GRPO has no other release to offer.
+func (pr *Preference) headHint() string {
+	if pr.GRPO() {
+		return "leave lm_head out of lora(targets=...) and quantization"
+	}
+	return `leave lm_head out of lora(targets=...), or trl="1.8"`
+}
+
 // validatePreference checks a plan with a preference objective.
 func (p *Plan) validatePreference() error {
 	pr := p.Preference
@@ -193,6 +222,11 @@ func (p *Plan) validatePreference() error {
 	}
 	if err := pr.Validate(); err != nil {
 		return err
+	}
+	if pr.GRPO() {
+		if err := p.validatePlanGRPO(); err != nil {
+			return err
+		}
 	}
 	what := pr.what()
 	m := p.Model
@@ -212,15 +246,15 @@ func (p *Plan) validatePreference() error {
 	case p.KeepLogits:
 		return &units.Error{Path: "train", Msg: what + " with keep_logits is not modelled", Hint: "drop keep_logits"}
 	case par.TP > 1 || par.PP > 1 || par.CP > 1 || par.EP > 1:
-		return &units.Error{Path: "train", Msg: what + " runs on data parallelism alone (DPOTrainer under accelerate): tensor, pipeline, context and expert parallelism are not modelled",
+		return &units.Error{Path: "train", Msg: what + " runs on data parallelism alone (" + pr.trainerClass() + " under accelerate): tensor, pipeline, context and expert parallelism are not modelled",
 			Hint: "use parallel(dp=...) with ddp, zero 1, 2 or 3, or fsdp (FSDP2)"}
-	case par.FSDP && par.FSDPVersion == 1 && pr.Reference == RefAdapters:
+	case par.FSDP && par.FSDPVersion == 1 && pr.Reference == RefAdapters && !pr.GRPO():
 		return &units.Error{Path: "train", Msg: what + ` with reference="adapters" under FSDP1 is not modelled: the reference forward unshards the policy's FlatParameters a second time, which memsh replays for FSDP2 and ZeRO-3 only`,
 			Hint: "use FSDP2 (fsdp_version 2), parallel(zero=3), ddp or zero 1/2"}
 	case par.FSDP && pr.Reference == RefModel && par.FSDPVersion == 1:
 		return &units.Error{Path: "train", Msg: what + " with a reference copy under FSDP1 is not modelled: TRL's prepare_fsdp wraps the copy with FullyShardedDataParallel, whose root keeps its unsharded flat parameter after a forward without a backward (_post_forward_reshard), from one step to the next",
 			Hint: "use FSDP2 (fsdp_version 2: TRL shards the copy with one fully_shard), ddp or parallel(zero=...)"}
-	case par.FSDP && pr.Reference == RefModel && (par.NoReshard || par.ReshardTo > 0 || (p.Offload != nil && p.Offload.Params != "")):
+	case par.FSDP && pr.Reference == RefModel && !pr.GRPO() && (par.NoReshard || par.ReshardTo > 0 || (p.Offload != nil && p.Offload.Params != "")):
 		return &units.Error{Path: "train", Msg: what + " with a reference copy under FSDP2 is modelled with reshard_after_forward=True and no CPU offload: TRL's prepare_fsdp passes the trainer's reshard_after_forward and offload_policy to the copy's fully_shard, whose unit has no backward to reshard or reload it in",
 			Hint: "drop reshard_after_forward and offload, or use reference=\"precomputed\""}
 	case p.Precision.Megatron:
@@ -237,7 +271,7 @@ func (p *Plan) validatePreference() error {
 			Hint: `use precision="bf16", "bf16-mixed" or "fp16", or trl="1.15"`}
 	case pr.FusedHead() && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
 		return &units.Error{Path: "train", Msg: what + ` with trl="1.15" reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,
-			Hint: `leave lm_head out of lora(targets=...), or trl="1.8"`}
+			Hint: pr.headHint()}
 	case par.FSDP && pr.KTO():
 		return &units.Error{Path: "train", Msg: what + " under FSDP is not modelled: its KL forwards gather the policy's (and the reference copy's) units a second time in one forward, which memsh's gather units (one gather per unit and forward) do not replay",
 			Hint: "use ddp or parallel(zero=1 or 2)"}

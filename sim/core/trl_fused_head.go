@@ -62,8 +62,14 @@ const (
 // trlOutputs are the per-token fields a trainer asks the fused head for
 // beyond the log-probabilities (add_fused_lm_head(outputs=...)):
 // SFTTrainer's entropy and is_top1 (its metrics), DPOTrainer's none,
-// KTOTrainer's entropy and mean_logits (kto.go).
-type trlOutputs struct{ entropy, top1, meanLogits bool }
+// KTOTrainer's entropy and mean_logits (kto.go), GRPOTrainer's entropy
+// (grpo.go); and scored, how many positions of each row have a label: 0
+// for every one but the last, GRPO's completion length (its labels are
+// -100 before the last logits_to_keep).
+type trlOutputs struct {
+	entropy, top1, meanLogits bool
+	scored                    int64
+}
 
 // trlFusedLogProbs lowers TRL's fused LM head on x, the backbone's last
 // hidden states [rows, seq, H], and returns the per-token
@@ -73,6 +79,9 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value, want trlOutputs) (Value, V
 	s := b.Shape(x)
 	rows, seq, h := Rows(s)/s[len(s)-2], s[len(s)-2], s[len(s)-1]
 	n := rows * (seq - 1)
+	if want.scored > 0 {
+		n = rows * min(want.scored, seq-1)
+	}
 	vocab := m.Vocab
 	done := b.Scope(m.Head())
 	w, params := b.LinearParams(RoleLMHead, h, vocab, m.HeadBias)

@@ -37,6 +37,7 @@ func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit in
 	dev := plan.Device
 	overheads := Overheads(plan) // the CUDA context, NCCL's buffers (device.go)
 	overheads = append(overheads, SymmMemOverheads(prog)...)
+	overheads = append(overheads, VLLMOverheads(plan)...)
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes

@@ -396,8 +396,11 @@ func fastPathSupported(p *core.Plan) error {
 		// DPO's reference forward and two rows a pair (KTO's KL
 		// forwards): no block profile sums them, and their layouts are
 		// data parallelism alone.
-		if p.Preference.KTO() {
+		switch {
+		case p.Preference.KTO():
 			return refuse("preference (kto)")
+		case p.Preference.GRPO():
+			return refuse("preference (grpo)")
 		}
 		return refuse("preference (dpo)")
 	case len(p.Trainable) > 0:

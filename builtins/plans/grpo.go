@@ -1,0 +1,114 @@
+package plans
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/core"
+	"go.starlark.net/starlark"
+)
+
+// grpoBuiltin is grpo(): TRL's GRPOTrainer.
+var grpoBuiltin = host.Builtin{
+	Name: "grpo",
+	Sig:  `grpo(completion=512, beta=0.0, vllm=None, vllm_memory=None, sleep=False, trl=None)`,
+	Doc: "TRL's GRPOTrainer's training step as the step's objective, for train(..., preference=grpo(...)) (docs/grpo.md): batch= counts completions " +
+		"(per_device_train_batch_size), seq their prompt and completion padded together (the longest prompt of the batch, left-padded, and max_completion_length). " +
+		"The policy's forward over each row, then TRL's fused LM head (add_fused_lm_head, TRL 1.15 and later, 1.16.0 read) on the last completion= positions alone: " +
+		"their hidden states copied, their log-probabilities and entropy computed in tiles of the vocabulary, never the logits; the loss on [rows, completion] tensors, the backward. " +
+		"completion: max_completion_length (GRPOConfig's default 512). beta: the KL coefficient; 0 (the default) runs no reference model, beta > 0 the policy with its LoRA adapters " +
+		"disabled under lora= (nothing more in memory), else a second copy of the model, frozen (in params; no op of the step reads it: the reference's log-probabilities " +
+		"come with the batch, computed when it was generated). vllm: None (transformers' generate in the training process, between steps: not replayed), " +
+		"\"colocate\" (vLLM in each training process: vllm_memory of the GPU's total memory stays allocated through the step, a row of r.overheads named vllm, unless sleep=True, " +
+		"vllm_enable_sleep_mode, which discards its weights and KV cache after each generation) or \"server\" (trl vllm-serve on GPUs of its own: nothing on these). " +
+		"vllm_memory: vllm_gpu_memory_utilization, None is TRL's 0.3 (colocate only). trl: \"1.15\" (the default; TRL 1.14 and earlier made the logits of the last " +
+		"logits_to_keep positions and are refused). memsh scores every completion position (TRL masks the completion's padding): an upper bound. " +
+		"One GPU or data parallelism (ddp, zero 1, 2 or 3, FSDP2; a reference copy not under FSDP1); tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",
+	Fn: grpoFn,
+}
+
+func grpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var vllm, mem, trlV starlark.Value = starlark.None, starlark.None, starlark.None
+	var beta starlark.Value = starlark.Float(0)
+	g := core.GRPOConfig{Completion: 512}
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "completion?", &g.Completion, "beta?", &beta, "vllm?", &vllm,
+		"vllm_memory?", &mem, "sleep?", &g.Sleep, "trl?", &trlV); err != nil {
+		return nil, err
+	}
+	f, ok := starlark.AsFloat(beta)
+	if !ok {
+		return nil, fmt.Errorf("%s: beta must be a number (got %s)", b.Name(), beta.Type())
+	}
+	g.Beta = f
+	switch v := vllm.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		g.VLLM = string(v)
+	default:
+		return nil, fmt.Errorf("%s: vllm must be None, %q or %q (got %s)", b.Name(), core.VLLMColocate, core.VLLMServer, vllm.Type())
+	}
+	switch v := mem.(type) {
+	case starlark.NoneType:
+		if g.VLLM == core.VLLMColocate {
+			g.VLLMMemory = core.GRPOVLLMMemory
+		}
+	default:
+		f, ok := starlark.AsFloat(v)
+		if !ok {
+			return nil, fmt.Errorf("%s: vllm_memory must be None or a number (got %s)", b.Name(), mem.Type())
+		}
+		g.VLLMMemory = f
+	}
+	p := core.Preference{Trainer: core.TrainerTRL, Loss: core.LossGRPO, GRPOConfig: g, Reference: core.RefOfGRPO(g.Beta, nil)}
+	switch t := trlV.(type) {
+	case starlark.NoneType:
+		p.TRL = core.TRLFusedHead
+	case starlark.String:
+		p.TRL = string(t)
+	default:
+		return nil, fmt.Errorf("%s: trl must be None or %q (got %s)", b.Name(), core.TRLFusedHead, trlV.Type())
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p.Reference = "" // resolved against the plan's LoRA by train() (setPreference)
+	return Preference{p}, nil
+}
+
+var grpoAttrNames = []string{"beta", "completion", "reference", "sleep", "trl", "vllm", "vllm_memory"}
+
+// grpoString is grpo(...)'s call: every setting, so that it evaluates to
+// an equal value (core.Preference.GRPOCall, which advise writes too).
+func (x Preference) grpoString() string { return x.p.GRPOCall() }
+
+// grpoAttr is grpo(...)'s attribute name: its settings, and the reference
+// it runs (None until train() has the plan's LoRA).
+func (x Preference) grpoAttr(name string) (starlark.Value, error) {
+	g := x.p.GRPOConfig
+	switch name {
+	case "beta":
+		return starlark.Float(g.Beta), nil
+	case "completion":
+		return starlark.MakeInt64(g.Completion), nil
+	case "reference":
+		if x.p.Reference == "" {
+			return starlark.None, nil
+		}
+		return starlark.String(x.p.Reference), nil
+	case "sleep":
+		return starlark.Bool(g.Sleep), nil
+	case "trl":
+		return starlark.String(x.p.TRL), nil
+	case "vllm":
+		if g.VLLM == "" {
+			return starlark.None, nil
+		}
+		return starlark.String(g.VLLM), nil
+	case "vllm_memory":
+		if g.VLLM != core.VLLMColocate {
+			return starlark.None, nil
+		}
+		return starlark.Float(g.VLLMMemory), nil
+	}
+	return nil, nil
+}
