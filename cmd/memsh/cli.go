@@ -128,6 +128,7 @@ func Main() int {
 	// The first Ctrl-C cancels the script; restoring the default handler
 	// lets a second one end a builtin that does not return.
 	context.AfterFunc(ctx, stop)
+	setGCPercent(os.Getenv) // the process's collector: gc.go
 	return runStdin(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 }
 
