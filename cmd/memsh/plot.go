@@ -40,6 +40,13 @@ func (e *env) cmdPlot(operands []string) error {
 			return usagef("--report takes the number of a report the script simulates (1 is the first) or all (got %q)", r)
 		}
 	}
+	if e.out.http == "" {
+		html, err := plotFormat(e.out.out, e.out.html)
+		if err != nil {
+			return err
+		}
+		e.out.html = html
+	}
 	file, args := operands[0], operands[1:]
 	if e.out.http != "" {
 		if e.out.out != "" || e.out.html || e.out.report != "" {
@@ -68,6 +75,26 @@ func (e *env) cmdPlot(operands []string) error {
 		return drawPlot(e.stdout, e.out.html, file, res)
 	}
 	return writePlot(e.out.out, e.out.html, file, res)
+}
+
+// plotFormat is the format of plot -o name by its extension, checked
+// before the script runs: .html or .htm the HTML page (as --html), .svg
+// the SVG (--html then is an error); any other name an error (an SVG
+// written to step.png opens in no image viewer; t.plot() refuses it too).
+// Stdout ("" or "-") is what --html says.
+func plotFormat(name string, html bool) (bool, error) {
+	lower := strings.ToLower(name)
+	switch {
+	case name == "" || name == "-":
+		return html, nil
+	case strings.HasSuffix(lower, ".html") || strings.HasSuffix(lower, ".htm"):
+		return true, nil
+	case !strings.HasSuffix(lower, ".svg"):
+		return false, usagef("memsh plot writes an SVG (-o NAME.svg) or an HTML page (-o NAME.html): %q ends in neither", name)
+	case html:
+		return false, usagef("--html writes an HTML page: name it .html (got %q)", name)
+	}
+	return false, nil
 }
 
 // writePlot draws res into the file name (an SVG, or HTML when html).
