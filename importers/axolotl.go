@@ -189,7 +189,13 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if run.trainable, unfrozenGrads, err = axolotlUnfrozen(t, o, adapter); err != nil {
 		return nil, err
 	}
+	if err := axolotlOrigParams(t, fsdp, run.trainable); err != nil {
+		return nil, err
+	}
 	run.adaptersInBaseDtype, run.packedRow, run.cce = !autocastAdapters, packedRow, cce
+	if run.vocabMultiple, err = axolotlVocab(t); err != nil {
+		return nil, err
+	}
 	// load_adapter: model.enable_input_require_grads() (loaders/adapter.py
 	// l.427-428); train.py after unfrozen_parameters naming the embeddings
 	run.inputGrads = adapter != "" || unfrozenGrads

@@ -124,5 +124,30 @@ var axolotlFSDPNoEffect = func() []string {
 	for _, k := range []string{"state_dict_type", "final_state_dict_type", "transformer_layer_cls_to_wrap", "cpu_offload_pin_memory"} {
 		out = append(out, "fsdp_config."+k, fmt.Sprintf("fsdp_config.fsdp_%s", k))
 	}
-	return out
+	return append(out, hfFSDPOrigParams...)
 }()
+
+// axolotlOrigParams warns of unfrozen_parameters (trainable, not "")
+// under FSDP1 without use_orig_params (Axolotl sets FSDP_USE_ORIG_PARAMS
+// only when it is true, utils/trainer.py setup_fsdp_envs, and accelerate's
+// FSDP1 default is False): torch refuses a wrapped unit (a decoder layer,
+// the root) whose parameters are partly frozen, which memsh does not
+// check; Axolotl refuses its Spectrum plugin so for the same reason
+// (integrations/spectrum/args.py check_fsdp_use_orig_params).
+func axolotlOrigParams(t *tree, version int64, trainable string) error {
+	if version != 1 || trainable == "" {
+		return nil
+	}
+	key := "fsdp_config.use_orig_params"
+	if !t.has(key) && t.has("fsdp_config.fsdp_use_orig_params") {
+		key = "fsdp_config.fsdp_use_orig_params"
+	}
+	on, err := t.boolean(key, false)
+	if err != nil || on {
+		return err
+	}
+	t.notModelled = append(t.notModelled, key+": false (FSDP1's default) with unfrozen_parameters: torch refuses a wrapped unit whose parameters are partly frozen "+
+		"(\"Must flatten tensors with uniform requires_grad when use_orig_params=False\"), which memsh does not check: set it true, "+
+		"and each unit's gradient covers its frozen parameters too, as memsh replays")
+	return nil
+}

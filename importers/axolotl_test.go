@@ -95,12 +95,11 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		// keys: QLoRA's 4-bit codes stored in bf16 and offloaded with the
 		// rest; no fused LoRA kernels (not auto-enabled under FSDP1 over
 		// several GPUs); sync_module_states as the Trainer passes it
-		name:    "Qwen3 QLoRA under FSDP1 with CPU offload on 8 GPUs",
-		file:    "axolotl/qwen3_qlora_fsdp.yaml",
-		step:    axolotlStep(1, 4, 8, 2048),
-		opts:    Options{Model: "qwen3-8b.json", GPUs: 8},
-		files:   map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"},
-		unknown: []string{"fsdp_config.fsdp_use_orig_params"},
+		name:  "Qwen3 QLoRA under FSDP1 with CPU offload on 8 GPUs",
+		file:  "axolotl/qwen3_qlora_fsdp.yaml",
+		step:  axolotlStep(1, 4, 8, 2048),
+		opts:  Options{Model: "qwen3-8b.json", GPUs: 8},
+		files: map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "flash"), quant = "nf4-dq", quant_storage = "bf16",
              lora = lora(rank = 32, alpha = 64, targets = ["all-linear"], dropout = 0.05), batch = 1, seq = 2048, grad_accum = 4,
              precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB",
@@ -119,12 +118,11 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 	}, {
 		// the Liger plugin with RoPE, RMSNorm, SwiGLU and fused linear
 		// cross-entropy on: transformers' use_liger_kernel; FSDP1 offload
-		name:    "Llama 3.1 full fine-tune with Liger under FSDP1 on 8 GPUs",
-		file:    "axolotl/llama3_fft_8b_liger_fsdp.yaml",
-		step:    axolotlStep(2, 4, 8, 4096),
-		opts:    Options{Model: "llama-3-8b.json", GPUs: 8},
-		files:   llama,
-		unknown: []string{"fsdp_config.fsdp_use_orig_params"},
+		name:  "Llama 3.1 full fine-tune with Liger under FSDP1 on 8 GPUs",
+		file:  "axolotl/llama3_fft_8b_liger_fsdp.yaml",
+		step:  axolotlStep(2, 4, 8, 4096),
+		opts:  Options{Model: "llama-3-8b.json", GPUs: 8},
+		files: llama,
 		notModelled: []string{axolotlTokensNote,
 			"liger_rope: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 8192, grad_accum = 4, precision = "bf16",

@@ -35,7 +35,7 @@ var hfTrainer = &trainer{
 		"activation_checkpointing_kwargs.preserve_rng_state", "activation_checkpointing_kwargs.determinism_check", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
 		"dataset_train_split", "dataset_test_split", "dataset_mixture.*", "dataset_num_proc", "dataset_text_field", "dataset_kwargs.*",
 		"eos_token", "pad_token", "completion_only_loss", "assistant_only_loss", "lora_task_type", "bnb_4bit_quant_storage",
-	}, append(hfDPONoEffect, hfKTONoEffect...)...),
+	}, append(append(hfDPONoEffect, hfKTONoEffect...), hfFSDPOrigParams...)...),
 }
 
 func parseHF(file string, data []byte) (*tree, error) {
@@ -196,6 +196,9 @@ type hfRun struct {
 	// trainable is train(trainable=)'s list (Axolotl's
 	// unfrozen_parameters: axolotlUnfrozen), "" when every parameter trains.
 	trainable string
+	// vocabMultiple pads the model's vocabulary up to a multiple of it
+	// (Axolotl's resize_token_embeddings_to_32x: axolotlVocab); 0 keeps it.
+	vocabMultiple int64
 	// qat is train(qat=)'s scheme (Axolotl's qat: block, axolotlQAT), ""
 	// for none; qatGroup its group size.
 	qat      string
@@ -358,14 +361,19 @@ func hfModel(t *tree, o Options, p *plan, run hfRun) error {
 	if err != nil {
 		return err
 	}
-	if o.Model != "" && release != "" {
-		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)), kw("transformers", str(release)))
-	} else if o.Model != "" {
-		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)))
+	if o.Model != "" {
+		args := []string{str(o.Model), kw("attn", str(attn))}
+		if release != "" {
+			args = append(args, kw("transformers", str(release)))
+		}
+		if run.vocabMultiple > 0 {
+			args = append(args, kw("vocab_multiple", num(run.vocabMultiple)))
+		}
+		p.model = call("hf_config", args...)
 	} else if name == "" {
 		return t.errorf("model_name_or_path", "pass the model's Hugging Face config.json: --model config.json (TrainingArguments' JSON holds no model), or name it: model_name_or_path=Qwen/Qwen3-8B",
 			"the config names no model")
-	} else if m, ok := hfModels[name]; ok {
+	} else if m, ok := hfModels[name]; ok { // their vocabularies are multiples of 32 already (TestZooVocabMultiple): vocabMultiple changes none
 		p.load("@stdlib//llm.star", m.fn)
 		p.model = call(m.fn, str(m.size), kw("attn", str(attn)))
 	} else {

@@ -10,6 +10,22 @@ import (
 // to accelerate (hfLayout), and the FSDP fields its release and
 // fsdp_config decide (version, resharding, prefetch, sync_module_states).
 
+// hfFSDPOrigParams is fsdp_config's use_orig_params, in both spellings
+// (the Trainer and accelerate strip fsdp_), which changes nothing memsh
+// replays. FSDP2 always uses the original parameters: accelerate drops
+// the field for it (utils/dataclasses.py l.1932-1934 at accelerate
+// 16cb6eb). Under FSDP1 (FullyShardedDataParallel(use_orig_params=),
+// accelerator.py l.1947) the original parameters are views into the
+// FlatParameter either way, padded for address alignment (a few bytes
+// each); the flat gradient covers the whole FlatParameter either way
+// (sim/replay/fsdp1.go). What it permits is a FlatParameter mixing frozen
+// and trainable parameters (_flat_param.py _validate_tensors_to_flatten,
+// pytorch fe03cf6: with False, "Must flatten tensors with uniform
+// requires_grad"); the Trainer wraps a PEFT model's adapters as units of
+// their own (hfLayout), so its units never mix, and Axolotl's
+// unfrozen_parameters say when they may (axolotlOrigParams).
+var hfFSDPOrigParams = hfAccelerateFSDPKeys("use_orig_params")
+
 // hfLayout is data parallelism over every GPU: DDP, or FSDP with the
 // Trainer's fsdp option (full_shard, shard_grad_op, offload).
 func hfLayout(t *tree, o Options, p *plan) error {

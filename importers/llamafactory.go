@@ -60,6 +60,13 @@ var llamaFactoryTrainer = &trainer{
 		// learning rates: param groups of the same AdamW (trainer_utils.py
 		// _create_loraplus_optimizer)
 		"loraplus_lr_ratio", "loraplus_lr_embedding",
+		// DFT's loss (trainer_utils.py dft_loss_func at ff6d4d12e, the
+		// Trainer's compute_loss_func): the model runs without labels, the
+		// logits are cast to fp32 and cross_entropy keeps its fp32
+		// log_softmax as transformers' loss does; what it adds are
+		// per-token vectors (the losses, their no_grad exp, the weighted
+		// losses: bytes per token, against the logits' vocab x 4 per token)
+		"use_dft_loss",
 	}, hfTrainer.noEffect...),
 }
 
@@ -114,6 +121,9 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 	}
 	t.notModelledIf("upcast_lmhead_output", "the head's output cast to fp32 by a forward hook (one more [batch, seq, vocab] fp32 tensor)")
 	t.notModelledIf("additional_target", "modules trained in full beside the adapters")
+	if err := llamaFactoryEAFT(t); err != nil {
+		return nil, err
+	}
 	switch {
 	case kind == "full" && pure:
 		t.derive("torch_dtype", "bfloat16", "pure_bf16")
@@ -274,5 +284,31 @@ func llamaFactoryModelArgs(t *tree) error {
 		return err
 	}
 	t.derive("use_liger_kernel", liger, "enable_liger_kernel")
+	return nil
+}
+
+// llamaFactoryEAFT lists use_eaft_loss as not modelled: EAFT's loss
+// (trainer_utils.py eaft_loss_func and _eaft_cross_entropy at ff6d4d12e)
+// is DFT's with entropy weights taken under no_grad from
+// source[valid_mask], a copy of the fp32 logits' labelled rows ([tokens,
+// vocab] fp32), and its top 20; that copy is a local of the loss function
+// and lives until it returns: one more fp32 logits at the end of the
+// forward, which memsh does not replay. Set with use_dft_loss, DFT's loss
+// runs (the trainer's elif) and EAFT's changes nothing.
+func llamaFactoryEAFT(t *tree) error {
+	dft, err := t.boolean("use_dft_loss", false)
+	if err != nil {
+		return err
+	}
+	eaft, err := t.boolean("use_eaft_loss", false)
+	if err != nil || !eaft {
+		return err
+	}
+	if dft {
+		t.notModelled = append(t.notModelled, "use_eaft_loss: true beside use_dft_loss, whose loss LLaMA-Factory runs instead (sft/trainer.py): EAFT's changes nothing")
+		return nil
+	}
+	t.notModelled = append(t.notModelled, "use_eaft_loss: EAFT's entropy weights read a no_grad copy of the fp32 logits' labelled rows ([tokens, vocab] fp32), "+
+		"live until the loss returns: one more fp32 logits at the end of the forward, not replayed")
 	return nil
 }

@@ -447,7 +447,7 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool)
 	if ddpAfterBackward && !megatron {
 		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them in fp32 (parallel(overlap_grad_reduce=False) needs precision=\"megatron\" or the distributed optimizer)")
 	}
-	lossParallel, err := megatronLossParallel(t, tp)
+	lossParallel, err := megatronLossParallel(t, tp, gpus > 1 || distOpt, megatron)
 	if err != nil {
 		return err
 	}
@@ -473,7 +473,7 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool)
 	if pp == 1 && n > 1 {
 		p.set("grad_accum", num(n))
 	}
-	if gpus == 1 {
+	if gpus == 1 && !distOpt { // one GPU: no layout, unless Megatron's distributed optimizer (of one rank) runs it
 		return nil
 	}
 	args := []string{kw("dp", num(dp))}
@@ -482,9 +482,9 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool)
 		if sp {
 			args = append(args, kw("sequence_parallel", "True"))
 		}
-		if lossParallel != "" {
-			args = append(args, kw("loss_parallel", str(lossParallel)))
-		}
+	}
+	if lossParallel != "" {
+		args = append(args, kw("loss_parallel", str(lossParallel)))
 	}
 	if pp > 1 {
 		layers, err := t.integer("num-layers", 0, 1, 1<<20)

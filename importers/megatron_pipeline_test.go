@@ -15,7 +15,7 @@ func TestMegatronPipeline(t *testing.T) {
 	head := llama3Model + `plan = train(gpt, batch = 1, seq = 8192, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
              parallel = parallel(dp = 2, `
-	tail := `, distributed_optimizer = True))`
+	tail := `, loss_parallel = "megatron_fused", distributed_optimizer = True))`
 	layers30 := strings.Replace(head, "repeat(layer, 32,", "repeat(layer, 30,", 1)
 	runImportCases(t, []importCase{{
 		name:        "pp 4: 8 layers a stage",
@@ -78,7 +78,6 @@ func TestMegatronPipeline(t *testing.T) {
 			"use-megatron-fsdp=true", "data-parallel-sharding-strategy=optim_grads_params", "no-gradient-accumulation-fusion=true", "tp-comm-overlap=true", "recompute-activations=true", "recompute-modules=[core_attn, mlp]"}},
 		notModelled: []string{
 			"recompute-modules: mlp recomputed too (memsh's selective recompute is core_attn's)",
-			"cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)",
 			"use-megatron-fsdp: Megatron-FSDP's sharded parameters, gradients and optimizer states (data-parallel-sharding-strategy)",
 			"no-gradient-accumulation-fusion: each linear's weight gradient in a temporary before it is added to main_grad",
 			"tp-comm-overlap: Transformer Engine's userbuffers overlapping the tensor-parallel collectives with the GEMMs",
@@ -86,7 +85,7 @@ func TestMegatronPipeline(t *testing.T) {
 		},
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
-             parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
 		// arguments.py at d98e8a6, line 3221: --cp-comm-type p2p by default
 		// (TE's ring); a2a is Ulysses
@@ -97,20 +96,19 @@ func TestMegatronPipeline(t *testing.T) {
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, cp = 2, cp_mode = "ulysses", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, cp = 2, loss_parallel = "megatron_fused", cp_mode = "ulysses", distributed_optimizer = True))`,
 	}, {
 		name: "cp 2 with --cp-comm-type allgather: said, the ring replayed",
 		file: script,
 		step: megatronStep(128, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"context-parallel-size=2", "cp-comm-type=allgather"}},
 		notModelled: []string{
-			"cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)",
 			"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 			"cp-comm-type: allgather (Transformer Engine's all-gather attention; memsh replays the ring)",
 		},
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, cp = 2, distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, cp = 2, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}})
 }
 

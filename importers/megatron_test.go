@@ -13,7 +13,6 @@ import "testing"
 // accumulation.
 // llama3NotModelled is what the Llama 3 script sets that memsh lists.
 var llama3NotModelled = []string{
-	"cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)",
 	"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 }
 
@@ -64,7 +63,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
 		// Without --overlap-*, Megatron reduces the gradients after the
 		// backward and gathers the parameters after the step.
@@ -74,7 +73,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
 	}, {
 		// Megatron-Bridge's MXFP8 recipe (bf16_with_mxfp8_mixed): fp8
 		// parameters with the gradient buffer reused for their all-gather.
@@ -84,7 +83,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8", "reuse-grad-buf-for-mxfp8-param-ag=true"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-mxfp8", fp8_param_gather = True, optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             float8 = "te-mxfp8", fp8_param_gather = True, optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with MXFP8 parameters without the shared buffer",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -92,7 +91,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8"}},
 		notModelled: append([]string{"fp8-param-gather: MXFP8 parameters without --reuse-grad-buf-for-mxfp8-param-ag (a bf16 param buffer of their own)"}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with blockwise scaling: its fp8 parameters are listed",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -100,22 +99,54 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, Overrides: []string{"fp8-recipe=blockwise"}},
 		notModelled: append([]string{"fp8-param-gather: fp8 parameters with the blockwise recipe (docs/float8.md)"}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-blockwise", optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             float8 = "te-blockwise", optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		step:        megatronStep(64, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
-		notModelled: llama3NotModelled[1:], // at tp 2 the fused loss is Megatron's vocabulary-parallel one
+		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+	}, {
+		// Megatron's loss is the vocabulary-parallel one at tp 1 too
+		// (compute_language_model_loss), fused as at tp 2
+		name:        "Llama 3 8B with Transformer Engine's fused cross-entropy at tp 1",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
+		opts:        Options{GPUs: 8, Overrides: []string{"cross-entropy-fusion-impl=te"}},
+		notModelled: llama3NotModelled,
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "te", distributed_optimizer = True))`,
+	}, {
+		// one GPU: the distributed optimizer of one rank is a layout (the
+		// fp8 parameters' gather needs it), the fused loss runs in it
+		name:        "Llama 3 8B on one GPU: the distributed optimizer of one rank",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
+		opts:        Options{GPUs: 1},
+		notModelled: llama3NotModelled,
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 128, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
+             parallel = parallel(dp = 1, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+	}, {
+		// one GPU without the distributed optimizer: no layout to run the
+		// fused loss in (memsh's plain cross-entropy), said
+		name: "Llama 3 8B on one GPU without the distributed optimizer: the fused loss said",
+		file: "megatron/train_llama3_8b_h100_fp8.sh",
+		step: megatronStep(128, 8192),
+		opts: Options{GPUs: 1, Overrides: []string{"use-distributed-optimizer=false", "fp8-param-gather=false"}},
+		notModelled: append([]string{"cross-entropy-loss-fusion: Megatron's fused loss on one GPU without --use-distributed-optimizer (memsh lowers the plain cross-entropy without a Megatron layout)"},
+			llama3NotModelled...),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 128, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
+             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB")`,
 	}, {
 		name:        "the same with Transformer Engine's fused cross-entropy",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		step:        megatronStep(64, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64", "cross-entropy-fusion-impl=te"}},
-		notModelled: llama3NotModelled[1:],
+		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "te", distributed_optimizer = True))`,

@@ -11,12 +11,13 @@ const (
 	KindValue  = "value"  // Value is set: any JSON-encodable Starlark value
 	KindTable  = "table"  // Table is set: a table from sweep() or search()
 	KindCheck  = "check"  // Check is set: memsh check's verdict
+	KindError  = "error"  // Error is set: why memsh fit --json stopped
 )
 
 // Doc is one line of `memsh run --json`.
 type Doc struct {
 	Version int    `json:"version"`         // schema version, Version
-	Kind    string `json:"kind"`            // KindReport, KindTable or KindValue
+	Kind    string `json:"kind"`            // KindReport, KindTable, KindValue, KindCheck or KindError
 	Label   string `json:"label,omitempty"` // emit(x, label=...)
 	// At is where the value came from: "file:line:col" of the emit()
 	// call, or of the main() definition for its results.
@@ -25,6 +26,20 @@ type Doc struct {
 	Value  json.RawMessage `json:"value,omitempty"`
 	Table  *Table          `json:"table,omitempty"`
 	Check  *Check          `json:"check,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// Error is why a command with --json stopped, as it printed it on
+// stderr: memsh fit's last document ("kind": "error", Exit set), memsh
+// check's verdict when it exits 2 (Check.Error; Check.Exit holds the
+// code).
+type Error struct {
+	Message string `json:"message"`        // the error, without "error:"
+	Hint    string `json:"hint,omitempty"` // what to do, when memsh knows
+	// At is where the error is: "file:line:col" of a script, "file:line"
+	// of a config's key; absent when it is the command line's.
+	At   string `json:"at,omitempty"`
+	Exit int    `json:"exit,omitempty"` // the exit code (kind "error" only)
 }
 
 // Check is memsh check's verdict, its last line: the config, what its
@@ -38,8 +53,9 @@ type Check struct {
 	ModelFrom     string            `json:"model_from,omitempty"`   // where the model's config.json was found when --model gave none
 	Pass          bool              `json:"pass"`                   // fits with headroom_asked free
 	HeadroomAsked float64           `json:"headroom_asked"`         // --headroom, a fraction
-	Free          float64           `json:"free"`                   // the card's share left free at the peak
-	Exit          int               `json:"exit"`                   // the exit code: 0 pass, 1 not
+	Free          *float64          `json:"free"`                   // the card's share left free at the peak; null when no step was replayed (exit 2)
+	Exit          int               `json:"exit"`                   // the exit code: 0 pass, 1 not, 2 a usage, config or plan error
+	Error         *Error            `json:"error,omitempty"`        // why, on exit 2
 }
 
 // Table is a table of results from sweep() or search(): its columns of

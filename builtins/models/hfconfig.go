@@ -16,7 +16,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True, pad_labels=None, position_ids=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True, pad_labels=None, position_ids=None, vocab_multiple=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB; memsh downloads nothing: a Hub id such as " +
 			"\"Qwen/Qwen3-8B\" gets the command that fetches its config.json), " +
@@ -28,6 +28,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\", and the same four for roberta and xlm-roberta " +
 			"(\"RobertaForMaskedLM\", \"XLMRobertaModel\", ...: BERT's layers with positions from pad_token_id + 1, RoBERTa's lm_head, " +
 			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE); " +
+			"vocab_multiple=N pads vocab_size (and text_config's) up to a multiple of N, embed_tokens' and lm_head's rows and the logits' width with it, " +
+			"as resize_token_embeddings to a multiple leaves a model whose tokenizer has vocab_size tokens (Axolotl's resize_token_embeddings_to_32x: N = 32; None: as config.json says). " +
 			"pad_labels= and position_ids= (None: as transformers has them) set model()'s: False for a trainer that runs its own loop " +
 			"and loader on the config's shapes (torchtune's, torchtitan's: their labels come shifted, their models make no position_ids). " +
 			"BERT's batches carry the tokenizer's token_type_ids ([batch, seq] int64, saved by the lookup), and token_type_ids=False leaves them out " +
@@ -422,11 +424,21 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var arch starlark.Value = starlark.None
 	mtp, tokenTypes := false, true
 	transformers := hf.DefaultTransformers
-	var expertsV, linearV, procV, padV, posV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
+	var expertsV, linearV, procV, padV, posV, vocabV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers,
 		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV, "token_type_ids?", &tokenTypes,
-		"pad_labels?", &padV, "position_ids?", &posV); err != nil {
+		"pad_labels?", &padV, "position_ids?", &posV, "vocab_multiple?", &vocabV); err != nil {
 		return nil, err
+	}
+	var vocabMultiple int64
+	if vocabV != starlark.None {
+		n, ok := vocabV.(starlark.Int)
+		v, exact := n.Int64()
+		if !ok || !exact || v <= 0 {
+			return nil, &units.Error{Msg: fmt.Sprintf("vocab_multiple must be a positive int (got %s)", vocabV.String()),
+				Hint: "the multiple the vocabulary is padded to, e.g. vocab_multiple=32 (Axolotl's resize_token_embeddings_to_32x); None keeps config.json's vocab_size"}
+		}
+		vocabMultiple = v
 	}
 	procPath, procData := "", []byte(nil)
 	if procV != starlark.None {
@@ -490,7 +502,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts,
-		LinearAttn: linearAttn, Processor: procData, NoTokenTypes: !tokenTypes})
+		LinearAttn: linearAttn, Processor: procData, NoTokenTypes: !tokenTypes, VocabMultiple: vocabMultiple})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

@@ -148,6 +148,8 @@ type env struct {
 	ram       func() int64
 	color     string
 	out       outputFlags
+	command   string      // the command, once the flags before it are read
+	json      jsonVerdict // check's and fit's last document under --json
 }
 
 // usageError is a mistake on the command line: exit code 2.
@@ -175,6 +177,16 @@ func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // exitCode runs the command line args and returns the exit code.
 func (e *env) exitCode(args []string) int {
 	err := e.dispatch(args)
+	code := e.report(err)
+	if cmd := e.jsonVerdictCommand(args); cmd != "" && code != exitOK && !e.json.written {
+		e.writeJSONError(cmd, err, code)
+	}
+	return code
+}
+
+// report prints err, the error dispatch returned, unless it was printed,
+// and returns the exit code.
+func (e *env) report(err error) int {
 	var ue *usageError
 	switch {
 	case err == nil:
@@ -230,6 +242,7 @@ func (e *env) dispatch(args []string) error {
 	}
 	rest, err := e.parse(args)
 	if err == nil && len(rest) > 0 {
+		e.command = rest[0]
 		var more []string
 		more, err = e.parse(rest[1:])
 		rest = append([]string{rest[0]}, more...)

@@ -91,11 +91,14 @@ func (e *env) cmdCheck(operands []string) error {
 		return usagef("check: --seq must be positive (got %d)", f.seq)
 	case e.out.csv:
 		return usagef("check takes --json, not --csv")
+	case c.emitStar && e.out.json:
+		return usagef("check: --emit-star prints the plan as a script, --json the verdict as JSON: give one of them")
 	}
 	if err := gpuFlag("check", f.gpu); err != nil {
 		return err
 	}
 	config := filepath.ToSlash(operands[0])
+	e.json.config = config
 	for _, ov := range operands[1:] {
 		if !strings.Contains(ov, "=") {
 			return usagef("check: %q is not a key=value override of the config (one config per check)", ov)
@@ -129,6 +132,7 @@ func (e *env) cmdCheck(operands []string) error {
 	if err != nil {
 		return e.configError(err)
 	}
+	e.json.res = res
 	if c.emitStar {
 		_, err := io.WriteString(e.stdout, res.Script)
 		return err
@@ -243,7 +247,7 @@ func (e *env) configError(err error) error {
 		msg += "\n  hint: " + ie.Hint
 	}
 	fmt.Fprintf(e.stderr, "memsh check: %s\n", msg)
-	return &checkError{errPrinted}
+	return &checkError{fmt.Errorf("%w: %w", errPrinted, err)} // err for --json's verdict
 }
 
 // runCheck runs the imported script: the notes, the report and the
@@ -313,6 +317,7 @@ func (e *env) runCheck(config string, res *importers.Result) error {
 		if err := writeCheckDoc(e.stdout, config, res, pass, h, free, code); err != nil {
 			return err
 		}
+		e.json.written = true
 	}
 	fmt.Fprintf(notes, "\nmemsh check: %s: exit %d\n", verdict, code)
 	if !pass {
@@ -348,7 +353,7 @@ func printImportNotes(w io.Writer, config string, res *importers.Result) {
 func writeCheckDoc(w io.Writer, config string, res *importers.Result, pass bool, asked, free float64, code int) error {
 	doc := jsondoc.Doc{Version: jsondoc.Version, Kind: jsondoc.KindCheck, At: config, Check: &jsondoc.Check{
 		Config: config, Trainer: res.Trainer, NotUnderstood: nonNil(res.Unknown), DidYouMean: res.DidYouMean, NotModelled: nonNil(res.NotModelled), ModelFrom: res.ModelFrom,
-		Pass: pass, HeadroomAsked: asked, Free: free, Exit: code,
+		Pass: pass, HeadroomAsked: asked, Free: &free, Exit: code,
 	}}
 	line, err := json.Marshal(doc)
 	if err != nil {

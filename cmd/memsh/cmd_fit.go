@@ -88,6 +88,7 @@ func (e *env) cmdFit(operands []string) error {
 		return err
 	}
 	config := filepath.ToSlash(operands[0])
+	e.json.config = config
 	dir, base := path.Split(config)
 	script := path.Join(dir, "memsh-fit.star") // a name under the config's folder: what it may read
 	rank, quant, precision := f.lora, "", f.precision

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/builtins/host"
@@ -79,6 +80,11 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 			fmt.Fprintln(sr.errOut, sr.errPreface)
 		}
 		in.FormatError(sr.errOut, err, sr.errColor)
+		if e.out.json { // check's and fit's last document says it (json_verdict.go)
+			var plain strings.Builder
+			in.FormatError(&plain, err, false)
+			e.json.scriptErr = plain.String()
+		}
 		return res, errPrinted
 	}
 	return res, nil

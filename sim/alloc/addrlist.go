@@ -22,12 +22,12 @@ type addrRun struct {
 }
 
 // addrKey orders blocks by address as unmappedBefore does: segment
-// (creation order), then offset. (A device address, base + offset, can
-// pass int64's range: segments of up to 4 EiB each.)
+// (its index, the creation order), then offset. (A device address, base
+// + offset, can pass int64's range: segments of up to 4 EiB each.)
 type addrKey struct{ seq, off int64 }
 
 //go:norace
-func keyOf(b *Block) addrKey { return addrKey{b.seg.seq, b.off} }
+func keyOf(b *Block) addrKey { return addrKey{int64(b.seg), b.off} }
 
 // before reports whether k is at a lower address than o.
 //

@@ -11,11 +11,10 @@ import (
 // splits of its runs: after each step the list must hold exactly the
 // blocks a sorted slice holds, in address order, with last the highest.
 func TestAddrList(t *testing.T) {
-	segs := []*segment{{seq: 0}, {seq: 1}}
 	const n = 3000 // over 20 runs of addrRunMax
 	blocks := make([]*Block, n)
 	for i := range blocks {
-		blocks[i] = &Block{seg: segs[i%2], off: int64(i/2) << 20}
+		blocks[i] = &Block{seg: int32(i % 2), off: int64(i/2) << 20}
 	}
 	seed := uint64(7)
 	next := func(k int) int { // a fixed pseudo-random sequence (an LCG)
@@ -76,7 +75,7 @@ func TestAddrList(t *testing.T) {
 	if len(l.runs) < 10 {
 		t.Fatalf("%d runs at the end: the test should split runs many times", len(l.runs))
 	}
-	l.remove(&Block{seg: segs[0], off: 1}) // not listed: nothing happens
+	l.remove(&Block{seg: 0, off: 1}) // not listed: nothing happens
 	if l.len() != len(want) {
 		t.Fatalf("removing a block not listed changed the count")
 	}

@@ -29,7 +29,10 @@ type Allocator struct {
 	Reserved  int64
 	Allocated int64
 	lists     []freeList // per list (a stream's small or large pool, listOf)
-	segments  []*segment
+	// segs are every segment made, in creation order (a block's seg is
+	// its index), released ones too: a Block names its segment by index
+	// and holds no pointer (slab.go).
+	segs []segment
 
 	// Retries counts the requests that did not fit under the limit at
 	// first and were retried after the cache was released, up to and
@@ -48,11 +51,9 @@ type Allocator struct {
 	// message (PyTorch reports memory before the failed allocation).
 	FailAllocated, FailReserved int64
 	over                        bool     // a request has failed
-	whole                       []*Block // whole[:nwhole]: free blocks releaseCached gives back (releasable): whole free segments, free pages
+	whole                       []Ref    // whole[:nwhole]: free blocks releaseCached gives back (releasable): whole free segments, free pages
 	nwhole                      int      // (a count, not a shorter slice: freeList's note on write barriers)
 	releasing                   []*Block // releaseCached's list, kept for its next call
-	released                    int      // released segments still listed in segments (dropped in bulk)
-	segSeq                      int64    // the next segment's creation number
 
 	Expandable bool // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 
@@ -66,7 +67,7 @@ type Allocator struct {
 	FailPrivateFree int64
 
 	streams           // the streams' pools, record_stream and pending frees (streams.go)
-	slabs             // where blocks and segments are made (slab.go)
+	slabs             // where blocks are made (slab.go)
 	indexAbove [2]int // tests: index a new small (0) or large (1) free list from this length on
 
 	// Observe, when set, is told of each change to device memory the
@@ -95,8 +96,9 @@ type freeList struct {
 	// the garbage collector's write barrier records while it marks, and
 	// a length stored at every add and remove was two of them each
 	// (the barrier was 15 % of BenchmarkEvaluateLlama70B3D's CPU
-	// profile, half of it in addFree and removeFree).
-	blocks []*Block
+	// profile, half of it in addFree and removeFree). The blocks are
+	// refs, not pointers: no barrier at all (slab.go).
+	blocks []Ref
 	sizes  []int64
 	n      int
 	index  freeIndex // the free blocks by size
@@ -114,16 +116,11 @@ type freeList struct {
 	unmapped     addrList // unmapped blocks of expandable segments, by address
 }
 
-// free returns the listed blocks and their sizes.
-//
-//go:norace
-func (l *freeList) free() ([]*Block, []int64) { return l.blocks[:l.n], l.sizes[:l.n] }
-
 // pushGrow lists b, of size bytes, at pos past the length of l's lists
 // (addFree lists it when they have room, without a call).
 //
 //go:norace
-func (l *freeList) pushGrow(pos int, b *Block, size int64) {
+func (l *freeList) pushGrow(pos int, b Ref, size int64) {
 	put(&l.blocks, pos, b)
 	put(&l.sizes, pos, size)
 }
@@ -143,19 +140,28 @@ func put[T any](s *[]T, i int, x T) {
 }
 
 // newSegment makes a segment of size bytes in pool of stream s at the
-// next address.
+// next address, and its one block, holding all of it (free, or unmapped
+// when expandable).
 //
 //go:norace
-func (a *Allocator) newSegment(size int64, pool int, s Stream, expandable bool) *segment {
+func (a *Allocator) newSegment(size int64, pool int, s Stream, expandable bool) *Block {
 	if a.nextBase == 0 {
 		a.nextBase = baseAddress
 	}
-	seg := a.newSeg(segment{size: size, pool: pool, stream: s, seq: a.segSeq, base: a.nextBase, expandable: expandable})
-	a.segSeq++
+	if a.segs == nil { // the first: on the table Reuse gave
+		a.segs, a.spare.segs = a.spare.segs[:0], nil
+	}
+	i := int32(len(a.segs))
+	b := a.newBlock(Block{seg: i, Size: size, free: !expandable, unmapped: expandable, stream: s, pool: uint8(pool), expandable: expandable})
+	a.segs = append(a.segs, segment{size: size, pool: pool, stream: s, base: a.nextBase, expandable: expandable, first: b.ref})
 	a.nextBase += roundUp(size, roundLarge)
-	a.segments = append(a.segments, seg)
-	return seg
+	return b
 }
+
+// segOf is b's segment.
+//
+//go:norace
+func (a *Allocator) segOf(b *Block) *segment { return &a.segs[b.seg] }
 
 const (
 	minBlock      = 512
@@ -168,9 +174,8 @@ const (
 
 type segment struct {
 	size       int64
-	pool       int // 0: small, 1: large
-	first      *Block
-	seq        int64  // creation order
+	pool       int    // 0: small, 1: large
+	first      Ref    // its block at offset 0
 	base       int64  // device address of its first byte
 	released   bool   // returned to the device by releaseCached
 	expandable bool   // virtual address space mapped page by page
@@ -178,31 +183,38 @@ type segment struct {
 }
 
 // Block is a range of a segment: an allocation while in use, else cached.
+// It holds no pointer (slab.go): its neighbours are refs, its segment an
+// index in the allocator's table, and the segment's stream, pool and
+// kind, which the free lists read at every request, are copied into it.
 type Block struct {
-	seg        *segment
 	off, Size  int64
+	prev, next Ref   // its neighbours in the segment (0: none)
+	ref        Ref   // its own
+	seg        int32 // its segment: Allocator.segs[seg] (the creation order)
+	pos        int32 // index in its pool's free list while free
+	wpos       int32 // 1 + its index in whole while listed there (releasable), else 0
+	stream     Stream
+	pool       uint8 // its segment's: 0 small, 1 large
+	expandable bool  // its segment's
 	free       bool
 	unmapped   bool // in an expandable segment, address space with no pages mapped
 	pending    bool // released, waiting for the streams that used it (not free yet: streams.go)
-	prev, next *Block
-	pos        int // index in its pool's free list while free
-	wpos       int // 1 + its index in whole while listed there (releasable), else 0
 }
 
 // Stream is the stream the block belongs to: its segment's.
 //
 //go:norace
-func (b *Block) Stream() Stream { return b.seg.stream }
+func (b *Block) Stream() Stream { return b.stream }
 
 // list is the free list of the block's stream and pool.
 //
 //go:norace
-func (b *Block) list() int { return listOf(b.seg.stream, b.seg.pool) }
+func (b *Block) list() int { return listOf(b.stream, int(b.pool)) }
 
-// Addr is the block's device address.
+// Addr is b's device address.
 //
 //go:norace
-func (b *Block) Addr() int64 { return b.seg.base + b.off }
+func (a *Allocator) Addr(b *Block) int64 { return a.segs[b.seg].base + b.off }
 
 // Alloc returns the block for a request of n bytes on the default
 // stream; ok is false when the request does not fit under the limit even
@@ -233,7 +245,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	var b *Block
 	if l := a.freeList(list); l != nil && l.index.midOn { // bestFit's usual case, without its call
 		if i := l.index.mid.best(size, l.sizes[:l.n]); i >= 0 {
-			b = l.blocks[i]
+			b = a.at(l.blocks[i])
 		}
 	} else {
 		b = a.bestFit(list, size)
@@ -258,11 +270,9 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 				}
 			}
 		}
-		seg := a.newSegment(segSize, pool, s, false)
-		b = a.newBlock(Block{seg: seg, Size: segSize, free: true})
-		seg.first = b
+		b = a.newSegment(segSize, pool, s, false)
 		a.Reserved += segSize
-		a.observe(SegmentAlloc, seg, seg.base, segSize)
+		a.observe(SegmentAlloc, s, a.segs[b.seg].base, segSize)
 		// The new segment's block is taken at once: listing it as free
 		// and taking it off again changed nothing (past the limit, where
 		// nearly every request makes a segment, it was a third of the
@@ -276,7 +286,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	}
 	b.free = false
 	a.Allocated += b.Size
-	a.allocatedOn(b.seg.stream, b.Size)
+	a.allocatedOn(b.stream, b.Size)
 	return b, ok
 }
 
@@ -308,7 +318,7 @@ func (a *Allocator) failed() {
 func (a *Allocator) Release(b *Block) {
 	a.clock++
 	a.Allocated -= b.Size
-	a.allocatedOn(b.seg.stream, -b.Size)
+	a.allocatedOn(b.stream, -b.Size)
 	if len(a.uses) > 0 { // no map read when no block is shared (each is checked under -race)
 		if uses := a.uses[b]; len(uses) > 0 {
 			delete(a.uses, b)
@@ -317,7 +327,7 @@ func (a *Allocator) Release(b *Block) {
 		}
 	}
 	b.free = true // freeBlock, without its calls where no neighbour is free (most frees)
-	if n, p := b.next, b.prev; (n != nil && n.free) || (p != nil && p.free) {
+	if n, p := b.next, b.prev; (n != 0 && a.at(n).free) || (p != 0 && a.at(p).free) {
 		b = a.joinFree(b)
 	}
 	a.addFree(b)
@@ -336,13 +346,17 @@ func (a *Allocator) freeBlock(b *Block) {
 //
 //go:norace
 func (a *Allocator) joinFree(b *Block) *Block {
-	if n := b.next; n != nil && n.free {
-		a.removeFree(n)
-		a.mergeNext(b)
+	if n := b.next; n != 0 {
+		if nb := a.at(n); nb.free {
+			a.removeFree(nb)
+			a.mergeNext(b)
+		}
 	}
-	if p := b.prev; p != nil && p.free {
-		a.removeFree(p)
-		b = a.mergeNext(p)
+	if p := b.prev; p != 0 {
+		if pb := a.at(p); pb.free {
+			a.removeFree(pb)
+			b = a.mergeNext(pb)
+		}
 	}
 	return b
 }
@@ -352,11 +366,12 @@ func (a *Allocator) joinFree(b *Block) *Block {
 //
 //go:norace
 func (a *Allocator) splitAt(b *Block, size int64) *Block {
-	r := a.newBlock(Block{seg: b.seg, off: b.off + size, Size: b.Size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next})
-	if b.next != nil {
-		b.next.prev = r
+	r := a.newBlock(Block{seg: b.seg, off: b.off + size, Size: b.Size - size, free: b.free, unmapped: b.unmapped, prev: b.ref, next: b.next,
+		stream: b.stream, pool: b.pool, expandable: b.expandable})
+	if b.next != 0 {
+		a.at(b.next).prev = r.ref
 	}
-	b.next, b.Size = r, size
+	b.next, b.Size = r.ref, size
 	return r
 }
 
@@ -365,11 +380,11 @@ func (a *Allocator) splitAt(b *Block, size int64) *Block {
 //
 //go:norace
 func (a *Allocator) mergeNext(b *Block) *Block {
-	n := b.next
+	n := a.at(b.next)
 	b.Size += n.Size
 	b.next = n.next
-	if n.next != nil {
-		n.next.prev = b
+	if n.next != 0 {
+		a.at(n.next).prev = b.ref
 	}
 	a.dropBlock(n)
 	return b
@@ -397,7 +412,7 @@ func (a *Allocator) bestFit(list int, size int64) *Block {
 	i := -1
 	switch {
 	case x.active:
-		return x.bestFit(size, fl, sizes)
+		i = x.bestFit(size, sizes)
 	case x.midOn:
 		i = x.mid.best(size, sizes)
 	default: // a short list: scanned
@@ -406,7 +421,7 @@ func (a *Allocator) bestFit(list int, size int64) *Block {
 	if i < 0 {
 		return nil
 	}
-	return fl[i]
+	return a.at(fl[i])
 }
 
 // addFree puts b on its pool's free list. (It and removeFree read each
@@ -427,23 +442,22 @@ func (a *Allocator) addFree(b *Block) {
 	}
 	pos := l.n // b goes last
 	if pos < len(l.blocks) && pos < len(l.sizes) {
-		l.blocks[pos], l.sizes[pos] = b, size
+		l.blocks[pos], l.sizes[pos] = b.ref, size
 	} else {
-		l.pushGrow(pos, b, size)
+		l.pushGrow(pos, b.ref, size)
 	}
 	l.n = pos + 1
-	b.pos = pos
+	b.pos = int32(pos)
 	switch x := &l.index; {
 	case x.midOn && l.n <= x.limit(): // added's case of the buckets, without its call (the usual one: a 70B stage's lists)
 		x.mid.add(size, pos)
 	case x.active || x.midOn || l.n > x.limit()/16: // else added has nothing to do (a short list, scanned)
-		blocks, sizes := l.free()
-		x.added(size, pos, blocks, sizes)
+		x.added(size, pos, l.sizes[:l.n])
 	}
 	if releasable(b) {
-		put(&a.whole, a.nwhole, b)
+		put(&a.whole, a.nwhole, b.ref)
 		a.nwhole++
-		b.wpos = a.nwhole
+		b.wpos = int32(a.nwhole)
 	}
 }
 
@@ -453,11 +467,11 @@ func (a *Allocator) addFree(b *Block) {
 //
 //go:norace
 func releasable(b *Block) bool {
-	if b.seg.expandable {
-		page := pageSize(b.seg.pool)
+	if b.expandable {
+		page := pageSize(int(b.pool))
 		return roundUp(b.off, page)+page <= b.off+b.Size
 	}
-	return b.prev == nil && b.next == nil
+	return b.prev == 0 && b.next == 0
 }
 
 // listed reports whether the free block b is in its pool's free list.
@@ -465,7 +479,7 @@ func releasable(b *Block) bool {
 //go:norace
 func (a *Allocator) listed(b *Block) bool {
 	list := b.list()
-	return list < len(a.lists) && b.pos < a.lists[list].n && a.lists[list].blocks[b.pos] == b
+	return list < len(a.lists) && int(b.pos) < a.lists[list].n && a.lists[list].blocks[b.pos] == b.ref
 }
 
 //go:norace
@@ -475,7 +489,7 @@ func (a *Allocator) removeFree(b *Block) {
 		return
 	}
 	l := &a.lists[pool]
-	if i := b.pos; i >= l.n || l.blocks[i] != b {
+	if i := int(b.pos); i >= l.n || l.blocks[i] != b.ref {
 		return // not listed
 	}
 	a.unlist(l, b)
@@ -491,11 +505,11 @@ func (a *Allocator) unlist(l *freeList, b *Block) {
 	if w := b.wpos; w > 0 { // releasable: the last of whole moves into its place
 		n := a.nwhole - 1
 		last := a.whole[n]
-		a.whole[w-1], last.wpos = last, w
+		a.whole[w-1], a.at(last).wpos = last, w
 		a.nwhole, b.wpos = n, 0
 	}
 	fl, sz := l.blocks[:l.n], l.sizes[:l.n]
-	i := b.pos
+	i := int(b.pos)
 	size := b.Size
 	l.bytes -= size
 	if size >= l.largest {
@@ -505,9 +519,9 @@ func (a *Allocator) unlist(l *freeList, b *Block) {
 	}
 	movedTo, movedSize := -1, int64(0)
 	from := len(fl) - 1
-	if last := fl[from]; last != b { // the last block moves into the hole
+	if last := fl[from]; last != b.ref { // the last block moves into the hole
 		movedTo, movedSize = i, sz[from]
-		fl[i], last.pos = last, i
+		fl[i], a.at(last).pos = last, int32(i)
 		sz[i] = movedSize
 	}
 	l.n = from
@@ -547,46 +561,39 @@ func (a *Allocator) unlist(l *freeList, b *Block) {
 func (a *Allocator) releaseCached(s Stream) {
 	a.freePending()
 	whole := a.releasing[:0] // the previous call's list, done with
-	for _, b := range a.whole[:a.nwhole] {
-		if a.Private != DefaultStream && b.seg.stream == a.Private {
+	for _, r := range a.whole[:a.nwhole] {
+		b := a.at(r)
+		if a.Private != DefaultStream && b.stream == a.Private {
 			continue // a private pool in use keeps its segments
 		}
-		if !a.over || b.seg.stream == s {
+		if !a.over || b.stream == s {
 			whole = append(whole, b)
 		}
 	}
 	a.releasing = whole
 	slices.SortFunc(whole, byCreation)
 	for _, b := range whole {
-		if b.seg.expandable {
+		if b.expandable {
 			a.unmapBlock(b)
 			continue
 		}
 		a.removeFree(b)
-		a.Reserved -= b.seg.size
-		b.seg.released = true
-		a.observe(SegmentFree, b.seg, b.seg.base, b.seg.size)
-		a.released++
+		seg := a.segOf(b)
+		a.Reserved -= seg.size
+		seg.released = true
+		a.observe(SegmentFree, seg.stream, seg.base, seg.size)
 		a.dropBlock(b)
-	}
-	if a.released > len(a.segments)/2 { // drop released segments in bulk: amortized O(1) each
-		kept := a.segments[:0]
-		for _, s := range a.segments {
-			if !s.released {
-				kept = append(kept, s)
-			}
-		}
-		a.segments, a.released = kept, 0
 	}
 }
 
-// byCreation orders blocks as they were created: by segment, then by
-// offset ((seq, off) is unique: one order). A named function rather than
-// a literal in releaseCached, so that it carries //go:norace too.
+// byCreation orders blocks as they were created: by segment (the index
+// of a segment is its creation order), then by offset ((seg, off) is
+// unique: one order). A named function rather than a literal in
+// releaseCached, so that it carries //go:norace too.
 //
 //go:norace
 func byCreation(x, y *Block) int {
-	if c := cmp.Compare(x.seg.seq, y.seg.seq); c != 0 {
+	if c := cmp.Compare(x.seg, y.seg); c != 0 {
 		return c
 	}
 	return cmp.Compare(x.off, y.off)

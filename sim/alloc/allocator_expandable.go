@@ -69,7 +69,7 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 	}
 	b.free = false
 	a.Allocated += b.Size
-	a.allocatedOn(b.seg.stream, b.Size)
+	a.allocatedOn(b.stream, b.Size)
 	return b, ok
 }
 
@@ -91,7 +91,7 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 		}
 	}
 	for c.Size < size {
-		next := c.next // free -> unmapped: map some of it, merging into c
+		next := a.at(c.next) // free -> unmapped: map some of it, merging into c
 		m := a.mapBlock(next, min(size-c.Size, next.Size), limited)
 		if m == nil {
 			if !a.listed(c) {
@@ -120,13 +120,13 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 func (a *Allocator) findExpandable(pool int, size int64) *Block {
 	holes := &a.lists[a.grow(pool)].unmapped
 	if a.over && holes.len() > 0 {
-		if c := runFrom(holes.last(), size); c != nil { // the newest segment's end
+		if c := a.runFrom(holes.last(), size); c != nil { // the newest segment's end
 			return c
 		}
 	} else {
 		for _, run := range holes.runs {
 			for _, u := range run.blocks {
-				if c := runFrom(u, size); c != nil {
+				if c := a.runFrom(u, size); c != nil {
 					return c
 				}
 			}
@@ -138,9 +138,7 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 		space = 1 << 40 // no device limit: any large space will do
 	}
 	virtual := roundUp(max(space, size), page)
-	seg := a.newSegment(virtual, pool%2, Stream(pool/2), true)
-	b := a.newBlock(Block{seg: seg, Size: virtual, unmapped: true})
-	seg.first = b
+	b := a.newSegment(virtual, pool%2, Stream(pool/2), true)
 	a.addUnmapped(b)
 	return b
 }
@@ -150,14 +148,17 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 // predecessor, or u), nil when the run is shorter.
 //
 //go:norace
-func runFrom(u *Block, size int64) *Block {
+func (a *Allocator) runFrom(u *Block, size int64) *Block {
 	c := u
-	if u.prev != nil && u.prev.free {
-		c = u.prev
+	if u.prev != 0 && a.at(u.prev).free {
+		c = a.at(u.prev)
 	}
 	var room int64
-	for b := c; b != nil && room < size && (b.free || b.unmapped); b = b.next {
+	for b := c; room < size && (b.free || b.unmapped); b = a.at(b.next) {
 		room += b.Size
+		if b.next == 0 {
+			break
+		}
 	}
 	if room >= size {
 		return c
@@ -172,7 +173,7 @@ func runFrom(u *Block, size int64) *Block {
 //
 //go:norace
 func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
-	pages := min(roundUp(want, pageSize(u.seg.pool)), u.Size)
+	pages := min(roundUp(want, pageSize(int(u.pool))), u.Size)
 	if limited && a.Limit > 0 && a.Reserved+pages > a.Limit {
 		return nil
 	}
@@ -183,7 +184,7 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	}
 	u.unmapped = false
 	a.Reserved += pages
-	a.observe(SegmentMap, u.seg, u.Addr(), pages)
+	a.observe(SegmentMap, u.stream, a.Addr(u), pages)
 	// The new pages join free neighbours, as release merges a freed block.
 	b := a.joinFree(u)
 	b.free = true
@@ -195,7 +196,7 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 //
 //go:norace
 func (a *Allocator) unmapBlock(b *Block) {
-	page := pageSize(b.seg.pool)
+	page := pageSize(int(b.pool))
 	begin, end := roundUp(b.off, page), (b.off+b.Size)/page*page
 	if begin >= end {
 		return
@@ -211,12 +212,18 @@ func (a *Allocator) unmapBlock(b *Block) {
 	}
 	b.free, b.unmapped = false, true
 	a.Reserved -= b.Size
-	a.observe(SegmentUnmap, b.seg, b.Addr(), b.Size)
+	a.observe(SegmentUnmap, b.stream, a.Addr(b), b.Size)
 	// Join unmapped neighbours. The list keeps the merged block where the
 	// first of them was: the block before, listed already, or b in the
 	// place of the block after.
 	l := &a.lists[a.grow(b.list())].unmapped
-	p, n := b.prev, b.next
+	var p, n *Block
+	if b.prev != 0 {
+		p = a.at(b.prev)
+	}
+	if b.next != 0 {
+		n = a.at(b.next)
+	}
 	before, after := p != nil && p.unmapped, n != nil && n.unmapped
 	switch {
 	case before && after:

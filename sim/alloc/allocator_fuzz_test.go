@@ -140,8 +140,8 @@ func scanBestFit(a *Allocator, list int, n int64) *Block {
 		return nil
 	}
 	var best *Block
-	for _, b := range a.lists[list].blocks[:a.lists[list].n] {
-		if b.Size >= size && (best == nil || b.Size < best.Size) {
+	for _, r := range a.lists[list].blocks[:a.lists[list].n] {
+		if b := a.at(r); b.Size >= size && (best == nil || b.Size < best.Size) {
 			best = b
 		}
 	}
@@ -168,23 +168,29 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	var reserved, used, pending int64
 	freeBlocks, unmapped := map[*Block]int{}, map[*Block]int{}
 	byStream, usedBy := map[Stream]int64{}, map[Stream]int64{}
-	for _, s := range a.segments {
+	for i := range a.segs {
+		s := &a.segs[i]
 		if s.released {
-			continue // returned to the device, dropped from the list later
+			continue // returned to the device
 		}
 		if !s.expandable {
 			reserved += s.size
 			byStream[s.stream] += s.size
 		}
-		if s.first == nil || s.first.prev != nil || s.first.off != 0 {
+		if s.first == 0 || a.at(s.first).prev != 0 || a.at(s.first).off != 0 {
 			t.Fatalf("segment of %d bytes has a bad first block", s.size)
 		}
 		var off int64
-		for b := s.first; b != nil; b = b.next {
-			if b.seg != s || b.off != off || b.Size <= 0 {
+		for r := s.first; r != 0; r = a.at(r).next {
+			b := a.at(r)
+			if b.ref != r || int(b.seg) != i || b.off != off || b.Size <= 0 {
 				t.Fatalf("segment of %d bytes: block at %d (want %d) of %d bytes is misplaced", s.size, b.off, off, b.Size)
 			}
-			if b.next != nil && b.next.prev != b {
+			if b.stream != s.stream || int(b.pool) != s.pool || b.expandable != s.expandable {
+				t.Fatalf("segment of %d bytes: block at %d says stream %d, pool %d, expandable %v; its segment %d, %d, %v",
+					s.size, b.off, b.stream, b.pool, b.expandable, s.stream, s.pool, s.expandable)
+			}
+			if b.next != 0 && a.at(b.next).prev != b.ref {
 				t.Fatalf("segment of %d bytes: broken links at %d", s.size, b.off)
 			}
 			if b.unmapped {
@@ -192,8 +198,8 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 				if !s.expandable || b.free || b.off%page != 0 || b.Size%page != 0 {
 					t.Fatalf("segment of %d bytes: unmapped block of %d bytes at %d is not page-aligned address space of an expandable segment", s.size, b.Size, b.off)
 				}
-				if b.next != nil && b.next.unmapped {
-					t.Fatalf("segment of %d bytes: unmapped neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
+				if b.next != 0 && a.at(b.next).unmapped {
+					t.Fatalf("segment of %d bytes: unmapped neighbours at %d and %d left unmerged", s.size, b.off, a.at(b.next).off)
 				}
 				unmapped[b] = b.list()
 				off += b.Size
@@ -210,8 +216,8 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 				pending += b.Size
 			}
 			if b.free {
-				if b.next != nil && b.next.free {
-					t.Fatalf("segment of %d bytes: free neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
+				if b.next != 0 && a.at(b.next).free {
+					t.Fatalf("segment of %d bytes: free neighbours at %d and %d left unmerged", s.size, b.off, a.at(b.next).off)
 				}
 				freeBlocks[b] = b.list()
 			} else if !b.pending {
@@ -243,9 +249,11 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	}
 	n := 0
 	for pool := range a.lists {
-		fl, sizes := a.lists[pool].free()
-		for i, b := range fl {
-			if b.pos != i {
+		l := &a.lists[pool]
+		fl, sizes := l.blocks[:l.n], l.sizes[:l.n]
+		for i, r := range fl {
+			b := a.at(r)
+			if int(b.pos) != i {
 				t.Fatalf("free list %d: block at %d records position %d", pool, i, b.pos)
 			}
 			if len(sizes) != len(fl) || sizes[i] != b.Size {
@@ -264,8 +272,8 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	var cachedBytes int64
 	for list := range a.lists {
 		var bytes, largest int64
-		for _, b := range a.lists[list].blocks[:a.lists[list].n] {
-			bytes, largest = bytes+b.Size, max(largest, b.Size)
+		for _, r := range a.lists[list].blocks[:a.lists[list].n] {
+			bytes, largest = bytes+a.at(r).Size, max(largest, a.at(r).Size)
 		}
 		checkLargest(t, -1, list, &a.lists[list]) // kept since the last Cached
 		c := a.CachedOn(Stream(list/2), list%2)
@@ -315,7 +323,7 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	whole := 0
 	for b := range freeBlocks {
 		if releasable(b) {
-			if b.wpos < 1 || b.wpos > a.nwhole || a.whole[b.wpos-1] != b {
+			if b.wpos < 1 || int(b.wpos) > a.nwhole || a.whole[b.wpos-1] != b.ref {
 				t.Fatalf("a releasable free block of %d bytes at %d is missing from the whole list", b.Size, b.off)
 			}
 			whole++

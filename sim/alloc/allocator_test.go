@@ -39,8 +39,8 @@ func TestAllocatorCachesAndSplits(t *testing.T) {
 	if a.Allocated != 0 || a.Reserved != 20<<20 {
 		t.Fatalf("after frees: allocated %d reserved %d (cached segments stay reserved)", a.Allocated, a.Reserved)
 	}
-	if fl, _ := a.lists[1].free(); len(fl) != 1 || fl[0].Size != 20<<20 {
-		t.Fatalf("freed blocks must merge back into one 20 MiB block, got %d blocks", len(fl))
+	if l := &a.lists[1]; l.n != 1 || a.at(l.blocks[0]).Size != 20<<20 {
+		t.Fatalf("freed blocks must merge back into one 20 MiB block, got %d blocks", l.n)
 	}
 	// A small request never comes from the large pool.
 	a.Alloc(4096)

@@ -32,10 +32,10 @@ func TestSegmentEvents(t *testing.T) {
 		}
 		seen := map[int64]bool{}
 		for _, b := range blocks {
-			if b.Addr() < baseAddress || seen[b.Addr()] {
-				t.Errorf("expandable=%v: block address %#x reused or below the base", expandable, b.Addr())
+			if a.Addr(b) < baseAddress || seen[a.Addr(b)] {
+				t.Errorf("expandable=%v: block address %#x reused or below the base", expandable, a.Addr(b))
 			}
-			seen[b.Addr()] = true
+			seen[a.Addr(b)] = true
 		}
 		a.Release(blocks[0])
 		a.Release(blocks[3])

@@ -301,11 +301,11 @@ func siftDown(h []int32, i int, v int32) {
 	h[i] = v
 }
 
-// bestFit returns the first block in list order of the smallest size
-// >= n, or nil.
+// bestFit returns the position of the first block in list order of the
+// smallest size >= n, or -1.
 //
 //go:norace
-func (x *freeIndex) bestFit(n int64, fl []*Block, sizes []int64) *Block {
+func (x *freeIndex) bestFit(n int64, sizes []int64) int {
 	var best *sizeClass
 	for t := x.root; t != nil; {
 		if t.size >= n {
@@ -315,9 +315,9 @@ func (x *freeIndex) bestFit(n int64, fl []*Block, sizes []int64) *Block {
 		}
 	}
 	if best == nil {
-		return nil
+		return -1
 	}
-	return fl[best.first(sizes)]
+	return int(best.first(sizes))
 }
 
 // largest is the size of the largest block in the index and how many
@@ -336,16 +336,16 @@ func (x *freeIndex) largest() (int64, int) {
 }
 
 // added keeps the index in step after a block of size was appended to
-// the free list fl at pos (sizes: the list's sizes).
+// the free list at pos (sizes: the list's sizes).
 //
 //go:norace
-func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
+func (x *freeIndex) added(size int64, pos int, sizes []int64) {
 	switch {
 	case x.active:
 		x.add(size, pos, sizes)
-	case len(fl) > x.limit():
-		for i, c := range fl {
-			x.add(c.Size, i, sizes)
+	case len(sizes) > x.limit():
+		for i, c := range sizes {
+			x.add(c, i, sizes)
 		}
 		x.active = true
 		if x.midOn {
@@ -354,7 +354,7 @@ func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
 		}
 	case x.midOn:
 		x.mid.add(size, pos)
-	case len(fl) > x.limit()/16:
+	case len(sizes) > x.limit()/16:
 		x.mid.rebuild(sizes)
 		x.midOn = true
 	}
@@ -396,24 +396,19 @@ func (x *freeIndex) removed(size int64, movedTo int, movedSize int64, sizes []in
 	}
 }
 
-// best returns the first block in list order of the smallest size >= n,
-// from the index or by scanning the list's sizes (sizes[i] is fl[i]'s).
+// best returns the position of the first block in list order of the
+// smallest size >= n, or -1, from the index or by scanning the list's
+// sizes (sizes[i] is position i's).
 //
 //go:norace
-func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
+func (x *freeIndex) best(n int64, sizes []int64) int {
 	switch {
 	case x.active:
-		return x.bestFit(n, fl, sizes)
+		return x.bestFit(n, sizes)
 	case x.midOn:
-		if i := x.mid.best(n, sizes); i >= 0 {
-			return fl[i]
-		}
-		return nil
+		return x.mid.best(n, sizes)
 	}
-	if i := scanSizes(n, sizes); i >= 0 {
-		return fl[i]
-	}
-	return nil
+	return scanSizes(n, sizes)
 }
 
 // scanSizes returns the position of the first of the smallest sizes

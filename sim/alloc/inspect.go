@@ -30,17 +30,20 @@ func (b BlockInfo) Block() *Block { return b.block }
 //go:norace
 func (a *Allocator) Segments() []SegmentInfo {
 	var out []SegmentInfo
-	for _, seg := range a.segments {
+	for i := range a.segs {
+		seg := &a.segs[i]
 		if seg.released {
 			continue
 		}
 		info := SegmentInfo{Addr: seg.base, Small: seg.pool == 0, Expandable: seg.expandable, Stream: seg.stream}
-		for b := seg.first; b != nil; b = b.next {
+		for r := seg.first; r != 0; {
+			b := a.at(r)
+			r = b.next
 			if b.unmapped {
 				continue
 			}
 			info.Size += b.Size
-			info.Blocks = append(info.Blocks, BlockInfo{Addr: b.Addr(), Size: b.Size, InUse: !b.free && !b.pending, Pending: b.pending, block: b})
+			info.Blocks = append(info.Blocks, BlockInfo{Addr: seg.base + b.off, Size: b.Size, InUse: !b.free && !b.pending, Pending: b.pending, block: b})
 		}
 		if info.Size > 0 {
 			out = append(out, info)

@@ -102,14 +102,14 @@ const (
 const baseAddress = 0x7f0000000000
 
 //go:norace
-func (a *Allocator) observe(kind string, seg *segment, addr, size int64) {
+func (a *Allocator) observe(kind string, s Stream, addr, size int64) {
 	switch kind {
 	case SegmentAlloc, SegmentMap:
-		a.reservedOn(seg.stream, size)
+		a.reservedOn(s, size)
 	case SegmentFree, SegmentUnmap:
-		a.reservedOn(seg.stream, -size)
+		a.reservedOn(s, -size)
 	}
 	if a.Observe != nil {
-		a.Observe(SegmentEvent{Kind: kind, Addr: addr, Size: size, Stream: seg.stream})
+		a.Observe(SegmentEvent{Kind: kind, Addr: addr, Size: size, Stream: s})
 	}
 }

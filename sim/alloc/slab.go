@@ -1,9 +1,9 @@
 package alloc
 
-// Blocks and segments are carved from slabs the allocator owns: a step
-// of 65,536 layers splits a block at nearly every request, and a heap
-// allocation per block was a fifth of its replay's allocations (the
-// FuzzSizes repeat_65536 seeds, BenchmarkFuzzCorpus).
+// Blocks are carved from slabs the allocator owns: a step of 65,536
+// layers splits a block at nearly every request, and a heap allocation
+// per block was a fifth of its replay's allocations (the FuzzSizes
+// repeat_65536 seeds, BenchmarkFuzzCorpus).
 //
 // A block merged into its neighbour (or the block of a released segment)
 // is done with, and the next block is made in its place: the replay of a
@@ -13,83 +13,138 @@ package alloc
 // Release, at once (its stream and whether it is pending, for a trace),
 // so a dead block keeps its fields until it is made again; only its next
 // links the dead.
+//
+// Blocks name each other (neighbours, free lists, the dead) by Ref, their
+// place in the slabs, not by pointer, and segments are the allocator's
+// table of them by creation (Allocator.segs), named by index: a Block
+// holds no pointer, so a slab is memory the garbage collector never
+// scans, and the allocator's writes of a link, at every split, merge and
+// free-list change, pass no write barrier. (With *Block links and
+// *segment, the barrier's buffer flushes were a quarter of
+// BenchmarkEvaluateLlama70B3D's CPU profile, a third of them the
+// allocator's, and its slabs were scanned at every collection.)
 
-// slabMax is the most blocks or segments one slab holds; slabs double
-// from slabMin, so that a short replay does not pay for a long one's.
-const slabMin, slabMax = 16, 1024
+// slabShift: a slab holds at most 1<<slabShift blocks; slabs double from
+// slabMin, so that a short replay does not pay for a long one's. A Ref's
+// slab is its bits from slabShift up, whatever that slab's size.
+const (
+	slabShift = 10
+	slabMin   = 16
+	slabMax   = 1 << slabShift
+)
 
-// slabs are the allocator's unused blocks and segments.
+// Ref names a block of an allocator: 1 + its slab's index << slabShift
+// + its place in the slab; 0 names none (a block's missing neighbour,
+// the end of the dead list). A caller may keep a Ref instead of a
+// *Block (the replay's tensors: pointer-free lists, slab.go's note) and
+// read the block with Allocator.Block.
+type Ref int32
+
+// Ref is b's name in its allocator.
+//
+//go:norace
+func (b *Block) Ref() Ref { return b.ref }
+
+// Block is the block r names, nil for 0.
+//
+//go:norace
+func (a *Allocator) Block(r Ref) *Block {
+	if r == 0 {
+		return nil
+	}
+	return a.at(r)
+}
+
+// slabs are the allocator's blocks.
 type slabs struct {
-	// The current slabs, used up to usedB and usedSeg (counts, not
-	// shorter slices: a slice header stored at every new block was a
-	// pointer write, which the garbage collector's write barrier records
-	// while it marks).
-	blocks         []Block
-	segs           []segment
-	usedB, usedSeg int
-	nb, nseg       int    // the size of the latest slab of each
-	dead           *Block // blocks done with, linked by next
-	// held are every slab the allocator carved from (the current ones
-	// too), and spare those a finished allocator left it (Reuse), taken
-	// before a new slab is made: Slabs hands both on.
+	// The current slab is held.blocks' last, used up to usedB (a count,
+	// not a shorter slice: a slice header stored at every new block was
+	// a pointer write, which the garbage collector's write barrier
+	// records while it marks).
+	usedB int
+	nb    int // the size of the latest slab made
+	dead  Ref // blocks done with, linked by next
+	// held are every slab the allocator carved from (the current one
+	// too), by Ref, and spare those a finished allocator left it (Reuse),
+	// taken before a new slab is made: Slabs hands both on.
 	held, spare Slabs
 }
 
-// Slabs are the blocks and segments of allocators done with, for another
-// to carve its own from (Allocator.Reuse): the replays of a search make
-// and drop hundreds of allocators of similar sizes. Every block and
-// segment carved from a slab is written whole first (newBlock, newSeg),
-// so nothing a finished allocator left in them is read.
+// Slabs are the blocks and segment table of allocators done with, for
+// another to carve its own from (Allocator.Reuse): the replays of a
+// search make and drop hundreds of allocators of similar sizes. Every
+// block carved from a slab and every segment is written whole first
+// (newBlock, newSegment), so nothing a finished allocator left in them
+// is read.
 type Slabs struct {
 	blocks [][]Block
-	segs   [][]segment
+	segs   []segment
 }
 
-// Slabs hands over a's slabs, those it carved from and those it was
-// given and did not use; a must not be used after.
+// Slabs hands over a's slabs and segment table, those it carved from
+// and those it was given and did not use; a must not be used after.
 func (a *Allocator) Slabs() Slabs {
-	s := Slabs{append(a.held.blocks, a.spare.blocks...), append(a.held.segs, a.spare.segs...)}
-	a.slabs = slabs{}
+	segs := a.segs
+	if segs == nil { // no segment made: the table it was given
+		segs = a.spare.segs
+	}
+	s := Slabs{append(a.held.blocks, a.spare.blocks...), segs[:0]}
+	a.slabs, a.segs = slabs{}, nil
 	return s
 }
 
 // Reuse gives a, before its first request, slabs to carve its blocks
-// and segments from before it makes new ones.
+// and a segment table to fill before it makes new ones.
 func (a *Allocator) Reuse(s Slabs) { a.spare = s }
 
-// nextSlab is the next slab of blocks or segments: a spare one, or a new
-// one twice the size of the last (*size), held from then on.
-func nextSlab[T any](spare, held *[][]T, size *int) []T {
-	var x []T
-	if n := len(*spare); n > 0 {
-		x = (*spare)[n-1]
-		(*spare)[n-1] = nil
-		*spare = (*spare)[:n-1]
-	} else {
-		*size = min(max(2*(*size), slabMin), slabMax)
-		x = make([]T, *size)
-	}
-	*held = append(*held, x)
-	return x
+// at is the block r names (r != 0).
+//
+//go:norace
+func (s *slabs) at(r Ref) *Block {
+	r--
+	return &s.held.blocks[r>>slabShift][r&(slabMax-1)]
 }
 
-// newBlock returns a block holding b: a dead one, or one from the
-// current slab.
+// newBlock returns a block holding b, its ref set: a dead one, or one
+// from the current slab.
 //
 //go:norace
 func (s *slabs) newBlock(b Block) *Block {
-	if p := s.dead; p != nil {
+	if r := s.dead; r != 0 {
+		p := s.at(r)
 		s.dead = p.next
+		b.ref = r
 		*p = b
 		return p
 	}
-	if s.usedB == len(s.blocks) {
-		s.blocks, s.usedB = nextSlab(&s.spare.blocks, &s.held.blocks, &s.nb), 0
+	n := len(s.held.blocks)
+	if n == 0 || s.usedB == len(s.held.blocks[n-1]) {
+		s.nextSlab()
+		n++
 	}
-	p := &s.blocks[s.usedB]
+	b.ref = Ref(1 + (n-1)<<slabShift + s.usedB)
+	p := &s.held.blocks[n-1][s.usedB]
 	*p = b
 	s.usedB++
 	return p
+}
+
+// nextSlab starts the next slab of blocks: a spare one, or a new one
+// twice the size of the last, held from then on.
+//
+//go:norace
+func (s *slabs) nextSlab() {
+	var x []Block
+	if n := len(s.spare.blocks); n > 0 {
+		x = s.spare.blocks[n-1]
+		s.spare.blocks[n-1] = nil
+		s.spare.blocks = s.spare.blocks[:n-1]
+	} else {
+		s.nb = min(max(2*s.nb, slabMin), slabMax)
+		x = make([]Block, s.nb)
+	}
+	s.held.blocks = append(s.held.blocks, x)
+	s.usedB = 0
 }
 
 // dropBlock marks b as done with: merged into a neighbour, or the
@@ -97,18 +152,5 @@ func (s *slabs) newBlock(b Block) *Block {
 //
 //go:norace
 func (s *slabs) dropBlock(b *Block) {
-	b.next, s.dead = s.dead, b
-}
-
-// newSeg returns a segment holding g, from the current slab.
-//
-//go:norace
-func (s *slabs) newSeg(g segment) *segment {
-	if s.usedSeg == len(s.segs) {
-		s.segs, s.usedSeg = nextSlab(&s.spare.segs, &s.held.segs, &s.nseg), 0
-	}
-	p := &s.segs[s.usedSeg]
-	*p = g
-	s.usedSeg++
-	return p
+	b.next, s.dead = s.dead, b.ref
 }

@@ -44,7 +44,7 @@ func TestReusedSlabsAllocateAsNew(t *testing.T) {
 		run(fresh, 7, 3000, func(_ int, b *Block, ok bool) {
 			s := state{allocated: fresh.Allocated, reserved: fresh.Reserved, ok: ok}
 			if b != nil {
-				s.addr, s.size = b.Addr(), b.Size
+				s.addr, s.size = fresh.Addr(b), b.Size
 			}
 			want = append(want, s)
 		})
@@ -64,7 +64,7 @@ func TestReusedSlabsAllocateAsNew(t *testing.T) {
 		run(a, 7, 3000, func(step int, b *Block, ok bool) {
 			s := state{allocated: a.Allocated, reserved: a.Reserved, ok: ok}
 			if b != nil {
-				s.addr, s.size = b.Addr(), b.Size
+				s.addr, s.size = a.Addr(b), b.Size
 			}
 			if s != want[step] {
 				t.Fatalf("expandable %v, step %d: %+v on reused slabs, %+v on new ones", expandable, step, s, want[step])

@@ -143,7 +143,7 @@ func (a *Allocator) Mark() int64 { return a.clock }
 //
 //go:norace
 func (a *Allocator) RecordStream(b *Block, s Stream) {
-	if s == b.seg.stream || slices.Contains(a.uses[b], s) {
+	if s == b.stream || slices.Contains(a.uses[b], s) {
 		return
 	}
 	if a.uses == nil {
@@ -231,7 +231,7 @@ func (a *Allocator) deferFree(b *Block, uses []Stream) {
 func (a *Allocator) finishFree(b *Block) {
 	b.pending = false
 	if a.Observe != nil {
-		a.Observe(SegmentEvent{Kind: FreeCompleted, Addr: b.Addr(), Size: b.Size, Stream: b.seg.stream, Block: b})
+		a.Observe(SegmentEvent{Kind: FreeCompleted, Addr: a.Addr(b), Size: b.Size, Stream: b.stream, Block: b})
 	}
 	a.freeBlock(b)
 }

@@ -209,6 +209,10 @@ type Options struct {
 	// token_type_ids buffer (setBERTTokenTypes); only model_type "bert"
 	// takes it (RoBERTa's and XLM-RoBERTa's batches carry none already).
 	NoTokenTypes bool
+	// VocabMultiple pads the vocabulary up to a multiple of it (0: as
+	// config.json says): resize_token_embeddings to a multiple, Axolotl's
+	// resize_token_embeddings_to_32x (vocab_multiple.go).
+	VocabMultiple int64
 }
 
 // FromConfigOptions builds the model a config.json describes, with opts.
@@ -219,6 +223,9 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, err
 	}
 	c.mtp, c.noTokenTypes = opts.MTP, opts.NoTokenTypes
+	if err := c.padVocab(opts.VocabMultiple); err != nil {
+		return nil, err
+	}
 	if opts.Processor != nil {
 		if c.proc, err = parseProcessor(opts.Processor); err != nil {
 			return nil, err

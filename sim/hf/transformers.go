@@ -274,6 +274,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	if err != nil {
 		return err
 	}
+	if err := refuseBidirectional(c, fam.modelType, v); err != nil {
+		return err
+	}
 	v5 := atLeast(v, expertsSince)
 	if experts != "" {
 		switch {

@@ -45,7 +45,7 @@ func (r *Replay) plain(n int64, ok bool) bool {
 //
 //go:norace
 func (r *Replay) keepPlain(blk *alloc.Block, cat core.Category) int32 {
-	id := r.live.add(liveTensor{blk: blk, cat: cat})
+	id := r.live.add(liveTensor{blk: blk.Ref(), cat: cat})
 	r.cur[cat] += blk.Size
 	rep := r.Rep
 	if r.quiet || (r.alloc.Allocated <= rep.PeakAllocated && !r.opts.Timeline) {
@@ -69,7 +69,7 @@ func (r *Replay) allocated(a Alloc, parts allocParts, blk *alloc.Block, ok bool)
 		if !ok && rep.OOM == nil {
 			rep.OOM = r.oomAt(parts.join(a))
 		}
-		id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
+		id := r.live.add(liveTensor{blk: blk.Ref(), cat: a.Cat})
 		r.cur[a.Cat] += blk.Size
 		rep.PeakReserved = max(rep.PeakReserved, r.alloc.Reserved)
 		return id
@@ -102,7 +102,7 @@ func (r *Replay) allocated(a Alloc, parts allocParts, blk *alloc.Block, ok bool)
 		}
 		r.traceAlloc(a, blk)
 	}
-	id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
+	id := r.live.add(liveTensor{blk: blk.Ref(), cat: a.Cat})
 	r.cur[a.Cat] += blk.Size
 	if oom {
 		rep.OOM = r.oomAt(a)

@@ -128,7 +128,7 @@ func (r *Replay) copyGraphInputs(k int, backward bool) {
 		}
 	} else {
 		for _, v := range g.outputs[k] {
-			if t := r.gradT[v]; t != none && r.live.at(t).blk != nil && r.live.at(t).blk.Stream() != StreamGraphPool {
+			if t := r.gradT[v]; t != none && r.live.at(t).blk != 0 && r.alloc.Block(r.live.at(t).blk).Stream() != StreamGraphPool {
 				g.copies = append(g.copies, r.placeholder(v, "gradient"))
 			}
 		}

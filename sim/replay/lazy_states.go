@@ -127,8 +127,8 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		r.live.add(*r.live.at(id))
 	}
 	for id := range r.live.len() {
-		if t := r.live.at(id); t.blk != nil {
-			r.cur[t.cat] += t.blk.Size
+		if t := r.live.at(id); t.blk != 0 {
+			r.cur[t.cat] += r.alloc.Block(t.blk).Size
 		}
 	}
 	// What setup() reports, and its timeline.

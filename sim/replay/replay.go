@@ -407,10 +407,10 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 //go:norace
 func (r *Replay) release(id int32) {
 	t := r.live.at(id)
-	blk := t.blk
-	if blk == nil {
+	if t.blk == 0 {
 		return
 	}
+	blk := r.alloc.Block(t.blk)
 	r.cur[t.cat] -= blk.Size
 	if r.peakCache {
 		r.recordPeakCache()
@@ -418,13 +418,13 @@ func (r *Replay) release(id int32) {
 	traced := r.traced
 	var addr int64
 	if traced != nil {
-		addr = blk.Addr() // before the block merges with free neighbours
+		addr = r.alloc.Addr(blk) // before the block merges with free neighbours
 	}
 	r.alloc.Release(blk)
 	if traced != nil {
 		r.traceFree(blk, addr)
 	}
-	t.blk = nil
+	t.blk = 0
 	// A release raises neither peak (allocated memory falls, the reserve
 	// stays: only a request releases cached segments, and every request
 	// was sampled): what sample would do here is the timeline's point.

@@ -132,8 +132,8 @@ func (r *Replay) allocateOn(s alloc.Stream, a Alloc) int32 {
 
 // recordStream marks tensor id as used by stream s (record_stream).
 func (r *Replay) recordStream(id int32, s alloc.Stream) {
-	if b := r.live.at(id).blk; b != nil {
-		r.alloc.RecordStream(b, s)
+	if b := r.live.at(id).blk; b != 0 {
+		r.alloc.RecordStream(r.alloc.Block(b), s)
 	}
 }
 

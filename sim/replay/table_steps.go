@@ -172,8 +172,8 @@ func (r *Replay) carry(prev *Replay, persist int32) {
 	r.alloc = prev.alloc
 	r.live.carry(&prev.live, persist)
 	for id := range persist {
-		if t := r.live.at(id); t.blk != nil {
-			r.cur[t.cat] += t.blk.Size
+		if t := r.live.at(id); t.blk != 0 {
+			r.cur[t.cat] += r.alloc.Block(t.blk).Size
 		}
 	}
 	r.sample()
@@ -227,7 +227,7 @@ func (r *Replay) allocateTable(a Alloc) int32 {
 		blk := fl[len(fl)-1]
 		p.free[a.Bytes] = fl[:len(fl)-1]
 		p.idle -= blk.Size
-		id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
+		id := r.live.add(liveTensor{blk: blk.Ref(), cat: a.Cat})
 		r.cur[a.Cat] += blk.Size
 		p.bytes[id] = a.Bytes
 		r.sample()
@@ -246,14 +246,15 @@ func (r *Replay) releaseTable(id int32) {
 		return
 	}
 	t := r.live.at(id)
-	if t.blk == nil {
+	if t.blk == 0 {
 		return
 	}
+	blk := r.alloc.Block(t.blk)
 	n := p.bytes[id]
 	delete(p.bytes, id)
-	p.free[n] = append(p.free[n], t.blk)
-	p.idle += t.blk.Size
-	r.cur[t.cat] -= t.blk.Size
-	t.blk = nil
+	p.free[n] = append(p.free[n], blk)
+	p.idle += blk.Size
+	r.cur[t.cat] -= blk.Size
+	t.blk = 0
 	r.sample()
 }

@@ -7,10 +7,13 @@ import (
 	"github.com/memsh/memsh/sim/core"
 )
 
-// liveTensor is one tensor of the step: its block while allocated (nil
-// once released) and its category.
+// liveTensor is one tensor of the step: its block while allocated (0
+// once released) and its category. The block is named by its Ref, not
+// a pointer: a chunk of tensors holds no pointer, so the garbage
+// collector never scans it and the replay's writes of a tensor, at every
+// allocation and release, pass no write barrier (sim/alloc/slab.go).
 type liveTensor struct {
-	blk *alloc.Block
+	blk alloc.Ref
 	cat core.Category
 }
 

@@ -97,7 +97,7 @@ func paramModule(tensor string) (string, bool) {
 // traceAlloc records the allocation of blk for a.
 func (r *Replay) traceAlloc(a Alloc, blk *alloc.Block) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Stream: blk.Stream(), Tensor: a.Tensor, Op: r.op, Module: t.allocModule(r.op, a.Tensor, r.phase), Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: r.alloc.Addr(blk), Size: a.Bytes, Stream: blk.Stream(), Tensor: a.Tensor, Op: r.op, Module: t.allocModule(r.op, a.Tensor, r.phase), Phase: r.phase})
 	r.traced[blk] = tracedTensor{a.Tensor, a.Bytes}
 	t.requested += a.Bytes
 	t.PeakRequested = max(t.PeakRequested, t.requested)
