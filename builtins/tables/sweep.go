@@ -347,12 +347,17 @@ func simulateAll(st *host.State, plans []*plans.Plan, planErrs []error, what str
 	done := 0
 	next := make(chan int)
 	var wg sync.WaitGroup
+	// The evaluations lower into lists a finished one handed back and
+	// keep their copied blocks' names in one table, as a search's
+	// replays do (core.BufferPool, core.NameTable): the same reports,
+	// fewer bytes for the collector.
+	opts := core.Options{Context: ctx, Buffers: &core.BufferPool{}, Names: &core.NameTable{}}
 	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reps[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{Context: ctx})
+				reps[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), opts)
 				mu.Lock()
 				done++
 				bar.Set(done)

@@ -96,7 +96,8 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs := &replayer{ctx: ctx, workers: max(opts.Workers, 1), progress: opts.Progress, total: 1}
+	rs := &replayer{ctx: ctx, workers: max(opts.Workers, 1), progress: opts.Progress, total: 1,
+		opts: core.Options{Buffers: &core.BufferPool{}, Names: &core.NameTable{}}}
 	base, host, err := rs.baseOrHostShort(p)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,10 @@ func search(ctx context.Context, p *core.Plan, budget int64, keyword string, ste
 		return nil, err
 	}
 	lim := &Limit{Keyword: keyword}
+	// The probes lower into lists the last one handed back, names kept in
+	// one table (core.BufferPool, core.NameTable): the same reports,
+	// fewer bytes for the collector.
+	opts := core.Options{Buffers: &core.BufferPool{}, Names: &core.NameTable{}}
 	type probe struct {
 		plan *core.Plan
 		rep  *replay.Report
@@ -96,7 +100,7 @@ func search(ctx context.Context, p *core.Plan, budget int64, keyword string, ste
 		q := *p
 		set(&q, k*step)
 		lim.Replays++
-		rep, err := sim.Evaluate(&q, core.Options{})
+		rep, err := sim.Evaluate(&q, opts)
 		switch {
 		case err != nil && rejected(err):
 			return probe{plan: &q, err: err}, nil

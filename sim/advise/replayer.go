@@ -14,7 +14,11 @@ import (
 // replayer replays candidates with sim.Evaluate on a few goroutines,
 // counting the replays and reporting progress.
 type replayer struct {
-	ctx      context.Context
+	ctx context.Context
+	// opts are the replays' options: lists a finished replay handed
+	// back for the next to lower into, and one table of copied blocks'
+	// names (reusing: the same reports, fewer bytes for the collector).
+	opts     core.Options
 	workers  int
 	progress func(done, total int)
 	done     int // replays finished, for progress
@@ -39,7 +43,7 @@ func (rs *replayer) eval(p *core.Plan) (*replay.Report, error) {
 		return nil, err
 	}
 	rs.replays++
-	return sim.Evaluate(p, core.Options{})
+	return sim.Evaluate(p, rs.opts)
 }
 
 // base replays the plan as given, announcing one replay.
@@ -58,7 +62,7 @@ func (rs *replayer) baseOrHostShort(p *core.Plan) (*replay.Report, string, error
 	if err == nil {
 		return rep, "", nil
 	}
-	unchecked, msg, n := hostShort(p, err)
+	unchecked, msg, n := hostShort(p, err, rs.opts)
 	rs.replays += n
 	if unchecked == nil {
 		return nil, "", err
@@ -71,14 +75,14 @@ func (rs *replayer) baseOrHostShort(p *core.Plan) (*replay.Report, string, error
 // host memory per node than host_memory (replay.HostNeed, the rule of
 // the replay's own check and of the search's). It returns that replay
 // and the check's message, or nil when err is something else; n counts
-// the replays it made.
-func hostShort(p *core.Plan, err error) (unchecked *replay.Report, msg string, n int) {
+// the replays it made (with opts).
+func hostShort(p *core.Plan, err error, opts core.Options) (unchecked *replay.Report, msg string, n int) {
 	if p.HostMemory <= 0 || !rejected(err) {
 		return nil, "", 0
 	}
 	q := *p
 	q.HostMemory = 0
-	rep, uerr := sim.Evaluate(&q, core.Options{})
+	rep, uerr := sim.Evaluate(&q, opts)
 	if uerr != nil {
 		return nil, "", 1
 	}
@@ -137,10 +141,10 @@ func (rs *replayer) run(p *core.Plan, cands [][]Change, st *Stats) ([]replayed, 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reps[i], errs[i] = sim.Evaluate(plans[i], core.Options{})
+				reps[i], errs[i] = sim.Evaluate(plans[i], rs.opts)
 				n := 1
 				if errs[i] != nil {
-					unchecked, msg, extra := hostShort(plans[i], errs[i])
+					unchecked, msg, extra := hostShort(plans[i], errs[i], rs.opts)
 					if n += extra; unchecked != nil {
 						reps[i], hosts[i], errs[i] = unchecked, msg, nil
 					}
