@@ -33,10 +33,13 @@ type tree struct {
 	// importer's max_length): errors name the file's key, and a derived
 	// key is never listed as not understood.
 	from map[string]string
+	// inverse marks a derived key whose bool is the opposite of its
+	// source's (deriveNot).
+	inverse map[string]bool
 }
 
 func newTree(file string) *tree {
-	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}, from: map[string]string{}}
+	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}, from: map[string]string{}, inverse: map[string]bool{}}
 }
 
 // derive sets key to v for another importer to read, made from the
@@ -47,6 +50,14 @@ func (t *tree) derive(key string, v any, src string) {
 	l := t.leaves[src]
 	t.leaves[key] = leaf{value: v, line: l.line, override: l.override}
 	t.from[key] = src
+}
+
+// deriveNot is derive for a bool that is the opposite of src's
+// (LLaMA-Factory's disable_gradient_checkpointing: the Trainer's
+// gradient_checkpointing), which the advice's keys say so (plan.keyOf).
+func (t *tree) deriveNot(key string, v bool, src string) {
+	t.derive(key, v, src)
+	t.inverse[key] = true
 }
 
 // add flattens v (a decoded map) into the tree under prefix.

@@ -128,6 +128,11 @@ func deepspeedPlan(t *tree, o Options) (*plan, error) {
 	if accum > 1 {
 		p.set("grad_accum", num(accum))
 	}
+	for keyword, key := range map[string]string{"batch": "train_micro_batch_size_per_gpu", "grad_accum": "gradient_accumulation_steps"} {
+		if _, ok := t.leaves[key]; ok { // the file's: without it DeepSpeed works it out from train_batch_size
+			p.keyOf(t, keyword, key)
+		}
+	}
 	if err := deepspeedPrecision(t, p); err != nil {
 		return nil, err
 	}

@@ -243,6 +243,7 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 		p.set("seq", num(run.packedRow))
 	} else {
 		p.set("batch", num(batch))
+		p.keyOf(t, "batch", "per_device_train_batch_size")
 		p.set("seq", num(seq))
 	}
 	accum, err := t.integer("gradient_accumulation_steps", 1, 1, 1<<24)
@@ -252,6 +253,7 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	if accum > 1 {
 		p.set("grad_accum", num(accum))
 	}
+	p.keyOf(t, "grad_accum", "gradient_accumulation_steps")
 	optim, err := t.str("optim", "adamw_torch_fused") // training_args.py's default with torch >= 2.8
 	if err != nil {
 		return nil, err
@@ -330,6 +332,7 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 	} else if compiled {
 		p.set("compile", "True")
 	}
+	p.keyOf(t, "compile", "torch_compile")
 	p.set("gpu", str(o.GPU))
 	if ds != nil {
 		err = hfDeepSpeed(t, ds, o, p, batch, accum, expr)

@@ -63,6 +63,7 @@ func hfCheckpoint(t *tree, p *plan, ds *tree, run hfRun) error {
 	if err != nil {
 		return err
 	}
+	p.keyOf(t, "checkpoint", name)
 	peft, err := t.boolean("use_peft", false)
 	if err != nil {
 		return err

@@ -277,7 +277,7 @@ func llamaFactoryModelArgs(t *tree) error {
 	if err != nil {
 		return err
 	}
-	t.derive("gradient_checkpointing", !off, "disable_gradient_checkpointing")
+	t.deriveNot("gradient_checkpointing", !off, "disable_gradient_checkpointing")
 	t.derive("gradient_checkpointing_kwargs.use_reentrant", reentrant, "use_reentrant_gc")
 	liger, err := t.boolean("enable_liger_kernel", false)
 	if err != nil {

@@ -18,6 +18,9 @@ type plan struct {
 	defs  []string            // lines before the plan (a graph model's parts)
 	model string
 	train []arg
+	// keys maps a train() keyword to the config's key it was read from
+	// (keyOf), for advise(keys=).
+	keys map[string]string
 }
 
 // arg is one keyword argument: its name and its Starlark expression.
@@ -143,7 +146,11 @@ func (p *plan) render(res *Result, o Options) string {
 	if o.Headroom > 0 {
 		budget = ", budget = " + strconv.FormatFloat(1-o.Headroom, 'g', 6, 64)
 	}
-	fmt.Fprintf(&b, "    goal = \"speed\" if report.fits else \"fit\"\n    return [report, advise(plan, goal = goal%s, top = %d)]\n", budget, o.Top)
+	keys := ""
+	if len(p.keys) > 0 { // the advice in the config's own keys too (advice_keys.go)
+		keys = ",\n                            keys = " + keysExpr(p.keys)
+	}
+	fmt.Fprintf(&b, "    goal = \"speed\" if report.fits else \"fit\"\n    return [report, advise(plan, goal = goal%s, top = %d%s)]\n", budget, o.Top, keys)
 	return b.String()
 }
 

@@ -51,6 +51,7 @@ func torchtunePlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("batch_size", "torchtune's recipes require it: batch_size: 2", "missing")
 	}
 	p.set("batch", num(batch))
+	p.keyOf(t, "batch", "batch_size")
 	seq, err := t.integer("tokenizer.max_seq_len", 0, 1, 1<<24)
 	if err != nil {
 		return nil, err
@@ -76,6 +77,7 @@ func torchtunePlan(t *tree, o Options) (*plan, error) {
 	if accum > 1 {
 		p.set("grad_accum", num(accum))
 	}
+	p.keyOf(t, "grad_accum", "gradient_accumulation_steps")
 	// training.get_dtype (torchtune/training/precision.py at bd2a0fc, lines
 	// 77-101): None, a null dtype, is float32
 	dtype, err := t.str("dtype", "fp32")
@@ -286,6 +288,9 @@ func torchtuneMemory(t *tree, p *plan) error {
 	default:
 		t.get("ac_option")
 	}
+	if mode != "selective" { // true is every layer, false none
+		p.keyOf(t, "checkpoint", "enable_activation_checkpointing")
+	}
 	off, err := t.boolean("enable_activation_offloading", false)
 	if err != nil {
 		return err
@@ -303,6 +308,9 @@ func torchtuneMemory(t *tree, p *plan) error {
 	}
 	if compiled { // torchtune compiles each layer and the loss (training.compile_model, compile_loss)
 		p.set("compile", "True")
+	}
+	if l, ok := t.leaves["compile"]; !ok || l.value == nil || isBool(l.value) { // not the distributed recipes' mapping
+		p.keyOf(t, "compile", "compile")
 	}
 	return nil
 }
@@ -583,4 +591,10 @@ func torchtuneTensorParallel(t *tree, tp int64, tpPlan string) ([]string, error)
 	}
 	t.notModelled = append(t.notModelled, "loss._component_: "+comment(loss)+" with tensor parallelism: the output's logits gathered whole on every rank (memsh keeps them sharded over the vocabulary)")
 	return args, nil
+}
+
+// isBool says whether v is a bool.
+func isBool(v any) bool {
+	_, ok := v.(bool)
+	return ok
 }

@@ -27,7 +27,7 @@ var AdviseColumns = []string{"change", "fits", "device_used", "headroom", "step_
 func AdviseBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "advise",
-		Sig:  "advise(plan, goal=\"fit\", budget=None, max_changes=2, top=10)",
+		Sig:  "advise(plan, goal=\"fit\", budget=None, max_changes=2, top=10, keys=None)",
 		Doc: "What to change so that plan fits, and what it costs: advise(plan). It replays every change a user can make " +
 			"without changing the model (micro-batch with gradient accumulation, checkpointing (torchtitan's per-op policy " +
 			"included), torch.compile, precision, PEFT's adapters in the model's dtype (lora(autocast_adapter_dtype=False)), the optimizer, loss " +
@@ -52,16 +52,23 @@ func AdviseBuiltins() []host.Builtin {
 			"or one tier of it), and at zero=3 it also offers ZeRO-Infinity's NVMe tier for the optimizer state, the parameters " +
 			"or both (offload(optimizer=\"nvme\")), at the cluster's NVMe rates. A plan that offloads and fits gets its offload " +
 			"taken back as rows when that still fits and runs faster (goal=\"speed\" ranks it with the other faster plans). " +
+			"keys (a dict of train() keyword to a trainer config's key: memsh check passes the keys its importer read) adds a column config after change: " +
+			"each setting as \"key: value\" in the config's own keys (per_device_train_batch_size: 4, gradient_checkpointing: true), " +
+			"or, where no key of the config says it, the keyword marked \"(no key in the config)\". " +
 			"A progress bar shows on a terminal; Ctrl-C stops it.",
 		Fn: adviseFn,
 	}}
 }
 
 func adviseFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var pv, budget, top starlark.Value = nil, starlark.None, starlark.MakeInt(10)
+	var pv, budget, top, keysV starlark.Value = nil, starlark.None, starlark.MakeInt(10), starlark.None
 	goal := "fit"
 	maxChanges := 2
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "plan", &pv, "goal?", &goal, "budget?", &budget, "max_changes?", &maxChanges, "top?", &top); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "plan", &pv, "goal?", &goal, "budget?", &budget, "max_changes?", &maxChanges, "top?", &top, "keys?", &keysV); err != nil {
+		return nil, err
+	}
+	keys, err := adviseKeys(keysV)
+	if err != nil {
 		return nil, err
 	}
 	plan, ok := pv.(*plans.Plan)
@@ -80,7 +87,6 @@ func adviseFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if maxChanges < 1 || maxChanges > 2 {
 		return nil, fmt.Errorf("advise: max_changes must be 1 or 2 (got %d)", maxChanges)
 	}
-	var err error
 	if opts.Budget, err = budgetBytes(budget, plan); err != nil {
 		return nil, err
 	}
@@ -106,7 +112,7 @@ func adviseFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		}
 		return nil, host.WithOrigin(err, plan.Decl())
 	}
-	return adviceTable(res, plan, host.CallerPos(thread), limit, st.Color)
+	return adviceTable(res, plan, host.CallerPos(thread), limit, keys, st.Color)
 }
 
 // budgetBytes reads advise()'s budget: None (the GPU's memory), bytes, or
@@ -154,12 +160,16 @@ func topRows(v starlark.Value) (int, error) {
 
 // adviceTable lays out the advice: one row per candidate, the notes under
 // the table.
-func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top int, color bool) (*ResultTable, error) {
-	units := make([]string, len(AdviseColumns))
-	for j, c := range AdviseColumns {
+func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top int, keys map[string]string, color bool) (*ResultTable, error) {
+	columns := AdviseColumns
+	if keys != nil { // config after change
+		columns = append([]string{columns[0], "config"}, columns[1:]...)
+	}
+	units := make([]string, len(columns))
+	for j, c := range columns {
 		units[j] = reports.ColumnUnit(c)
 	}
-	units[columnOf(AdviseColumns, "time_change")] = host.UnitFraction
+	units[columnOf(columns, "time_change")] = host.UnitFraction
 	rows := res.Rows
 	if top > 0 && len(rows) > top {
 		rows = rows[:top]
@@ -169,6 +179,9 @@ func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top
 		row, err := adviceRow(r, plan, decl, color)
 		if err != nil {
 			return nil, err
+		}
+		if keys != nil {
+			row = append([]starlark.Value{row[0], starlark.String(configText(r, keys))}, row[1:]...)
 		}
 		cells = append(cells, row)
 	}
@@ -188,7 +201,7 @@ func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top
 	if err != nil {
 		return nil, err
 	}
-	t := NewResultTable(title, AdviseColumns, units, cells, notes)
+	t := NewResultTable(title, columns, units, cells, notes)
 	t.color = color
 	return t, nil
 }
