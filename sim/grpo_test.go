@@ -248,3 +248,49 @@ func TestGRPORefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPOGenerationNote: under ZeRO-3, transformers' generate runs on the
+// whole policy, gathered (TRL's unwrap_model_for_generation with
+// ds3_gather_for_generation): the note gives its weights' bytes, every
+// parameter's full size in bf16; without ZeRO-3, or with vLLM, it does
+// not speak of a gather.
+func TestGRPOGenerationNote(t *testing.T) {
+	p := grpoPlan(core.GRPOConfig{Completion: 256})
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole int64
+	for _, pi := range prog.Params {
+		whole += units.BF16.Bytes(pi.FullNumel)
+	}
+	gather := "gathers every weight of the policy at once"
+	for _, tc := range []struct {
+		name string
+		edit func(p *core.Plan)
+		want string // "" when the note has no gather
+	}{
+		{"one gpu", func(p *core.Plan) {}, ""},
+		{"zero-2", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 4, Zero: 2} }, ""},
+		{"zero-3", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 4, Zero: 3} }, units.FormatBytes(whole) + " on each GPU"},
+		{"zero-3, vllm server", func(p *core.Plan) {
+			p.Parallel, p.Preference.GRPOConfig.VLLM = core.Parallelism{DP: 4, Zero: 3}, core.VLLMServer
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := grpoPlan(core.GRPOConfig{Completion: 256})
+			tc.edit(q)
+			r, err := Evaluate(q, core.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes := strings.Join(r.Notes, "\n")
+			switch {
+			case tc.want == "" && strings.Contains(notes, gather):
+				t.Errorf("notes speak of a gather:\n%s", notes)
+			case tc.want != "" && (!strings.Contains(notes, gather) || !strings.Contains(notes, tc.want)):
+				t.Errorf("notes lack %q:\n%s", tc.want, notes)
+			}
+		})
+	}
+}
