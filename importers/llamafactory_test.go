@@ -141,7 +141,9 @@ func TestLlamaFactoryErrors(t *testing.T) {
 		{name: "no model", file: "r.yaml", config: "finetuning_type: lora\ncutoff_len: 512\n",
 			want: "r.yaml: key model_name_or_path: the config names no model (LLaMA-Factory raises \"Please provide `model_name_or_path`.\")", wantHint: "model_name_or_path: Qwen/Qwen3-8B"},
 		{name: "a v1 config (USE_V1=1)", file: "r.yaml", config: "model: Qwen/Qwen3-0.6B\nmodel_class: llm\ndist_config:\n  name: fsdp2\nmicro_batch_size: 1\ncutoff_len: 2048\n",
-			want: "r.yaml:1: key model: a LLaMA-Factory v1 config (USE_V1=1: model, model_class, dist_config, peft_config, ...), which memsh check does not read", wantHint: "llamafactory-cli train"},
+			want: "r.yaml:1: key model: a LLaMA-Factory v1 config (USE_V1=1: model, model_class, dist_config, peft_config, ...), which memsh check does not read: " +
+				"v1 trains with its own trainer (src/llamafactory/v1/core/base_trainer.py), its kernels (kernel_config), loss and batching, not transformers' Trainer, whose reading the v0 YAML has",
+			wantHint: `train(hf_config("Qwen/Qwen3-0.6B/config.json"), batch = 1, seq = 2048, checkpoint = "full", parallel = parallel(dp = GPUS, fsdp = 2))`},
 		{name: "a prediction run", file: "r.yaml", config: base + "do_predict: true\npredict_with_generate: true\n",
 			want: "r.yaml:3: key do_predict: a prediction run without do_train: LLaMA-Factory trains nothing (workflow.py: trainer.train() only with do_train)", wantHint: "do_train: true"},
 		{name: "an evaluation run", file: "r.yaml", config: base + "do_train: false\ndo_eval: true\n",
