@@ -133,9 +133,17 @@ var textFamiliesAL = []hfFamily{
 	// then saves rather than holds.
 	{modelType: "deberta-v2", prefix: "DebertaV2", base: "deberta", heads: encoderHeads, build: buildDeBERTa, noFused: true, since: [2]int{4, 53},
 		sinceWhy: "4.52 and earlier checkpoint DeBERTa's layers with relative_pos and rel_embeddings as positional inputs, which memsh does not model"},
-	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go).
-	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true, keepRouterSince: keepGateSince}},
-	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go);
+	// the 4.54.0 wheel is the first with models/deepseek_v2 (absent from
+	// 4.53.0; unzip -l), deepseek_v3 the 4.51.0 wheel (absent from 4.50.3).
+	// Before them the checkpoints ran the hub's modeling_deepseek.py
+	// (trust_remote_code).
+	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{4, 54},
+		sinceWhy: "before 4.54 DeepSeek-V2 runs the hub's modeling_deepseek.py (trust_remote_code), which memsh does not model",
+		experts:  &hfExperts{router: "gate", weightsFP32: true, keepRouterSince: keepGateSince}},
+	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{4, 51},
+		sinceWhy: "before 4.51 DeepSeek-V3 runs the hub's modeling_deepseek.py (trust_remote_code), which memsh does not model",
+		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// deepseek_v32: the 5.11.0 wheel is the first with
 	// models/deepseek_v32 (absent from 5.10.0); no flash path
 	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
@@ -226,7 +234,9 @@ var textFamiliesAL = []hfFamily{
 	{modelType: "flint", prefix: "Flint", base: "model", heads: decoderHeads, build: buildFlint, noSDPA: true, noFlash: true, since: [2]int{5, 21},
 		experts: &hfExperts{weightsFP32: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
+	// gemma2: the 4.42.0 wheel is the first with models/gemma2 (absent from
+	// 4.41.2; unzip -l).
+	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 42}, sdpaUntil: [2]int{5, 21}},
 	// vaultgemma: Google's VaultGemma 1B, Gemma 2 without the post-norms
 	// (decoder_family.go's noPostNorms). The 4.57.0 wheel is the first
 	// with models/vaultgemma (4.56.2 has none); like Gemma 2 its SDPA path
@@ -234,8 +244,9 @@ var textFamiliesAL = []hfFamily{
 	// 4.57.0, 4.57.1, 5.0.0, 5.12.0, 5.18.0 and 5.20.0, False, "sdpa does
 	// not support softcapping", in 5.21.0, 5.23.0 and 5.25.0).
 	{modelType: "vaultgemma", prefix: "VaultGemma", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 57}, sdpaUntil: [2]int{5, 21}},
-	// gemma3_text: the text model of gemma3 (families_vl.go, whose entry says its release).
-	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
+	// gemma3_text: the text model of gemma3 (families_vl.go), of the same
+	// release: the 4.50.0 wheel is the first with models/gemma3.
+	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 50}},
 	// gemma3n_text: the text model of gemma3n (families_vl.go, whose entry says its release).
 	{modelType: "gemma3n_text", prefix: "Gemma3n", base: "model", heads: decoderHeads, build: buildGemma3n, since: [2]int{5, 6}, sinceWhy: gemma3nSince},
 	// gemma4_text: the text model of gemma4 (families_vl.go, whose entry says its release).

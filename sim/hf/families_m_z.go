@@ -4,7 +4,9 @@ package hf
 // order (textFamilies, families.go).
 var textFamiliesMZ = []hfFamily{
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
-	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
+	// mamba2: the 4.44 wheels are the first with models/mamba2 (4.44.2 has
+	// it, 4.43.4 not; unzip -l).
+	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2, since: [2]int{4, 44}},
 	// mellum: JetBrains' Mellum2-12B-A2.5B (decoder.go,
 	// decoderFamily.mellum); models/mellum is first in the 5.10.1 wheel
 	// (absent from 5.9.0; PyPI has no 5.10.0; unzip -l). 5.10.1's
@@ -133,11 +135,17 @@ var textFamiliesMZ = []hfFamily{
 		sinceWhy: "4.52 and earlier run PersimmonAttention's own eager attention only (no SDPA or flash path: _supports_sdpa is 4.53's)"},
 	{modelType: "phi", prefix: "Phi", base: "model", heads: decoderHeads, build: buildPhi, since: [2]int{4, 37}},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
+	// phimoe: the 4.46.0 wheel is the first with models/phimoe (absent from
+	// 4.45.2); Phi-3.5-MoE ran the hub's modeling_phimoe.py before.
+	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 46},
+		sinceWhy: "before 4.46 Phi-3.5-MoE runs the hub's modeling_phimoe.py (trust_remote_code), which memsh does not model",
+		experts:  &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
-	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
+	// qwen3, qwen3_moe: the 4.51.0 wheel is the first with models/qwen3 and
+	// models/qwen3_moe (absent from 4.50.3; unzip -l).
+	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 51}},
+	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 51}, experts: &hfExperts{router: "gate"}},
 	// qwen3_next: transformers 4.57 (absent from the 4.56.2 wheel; its
 	// model page: "added to Hugging Face Transformers on 2025-09-10");
 	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the

@@ -57,7 +57,9 @@ var vlFamilies = []hfFamily{
 	{modelType: "lfm2_vl", prefix: "Lfm2Vl", base: "model", heads: vlHeads, build: buildLFM2VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{keepScoreBias: true}},
 	// mistral3: the 4.50.0 wheel is the first with models/mistral3 (mistral3.go).
 	{modelType: "mistral3", prefix: "Mistral3", base: "model", heads: vlHeads, build: buildMistral3, vl: true, since: [2]int{4, 50}},
-	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
+	// mllama: the 4.45 wheels are the first with models/mllama (4.45.2 has
+	// it, 4.44.2 not; unzip -l).
+	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true, since: [2]int{4, 45}},
 	// qwen2_vl: the 4.45.0 wheel is the first with models/qwen2_vl
 	// (huggingface/transformers#33457, 2024-09-13: "release plan for 4.45?
 	// We want to use qwen2-vl which is added two weeks ago"); qwen2_5_vl:
