@@ -35,7 +35,7 @@ var hfTrainer = &trainer{
 		"activation_checkpointing_kwargs.preserve_rng_state", "activation_checkpointing_kwargs.determinism_check", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
 		"dataset_train_split", "dataset_test_split", "dataset_mixture.*", "dataset_num_proc", "dataset_text_field", "dataset_kwargs.*",
 		"eos_token", "pad_token", "completion_only_loss", "assistant_only_loss", "lora_task_type", "bnb_4bit_quant_storage",
-	}, append(append(hfDPONoEffect, hfKTONoEffect...), hfFSDPOrigParams...)...),
+	}, append(append(append(hfDPONoEffect, hfKTONoEffect...), hfGRPONoEffect...), hfFSDPOrigParams...)...),
 }
 
 func parseHF(file string, data []byte) (*tree, error) {
@@ -216,6 +216,11 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 	}
 	if pref != "" {
 		run.preference, run.sftTrainer = pref, false
+	}
+	if strings.HasPrefix(pref, "grpo(") {
+		if err := hfGRPODefaults(t, o); err != nil {
+			return nil, err
+		}
 	}
 	return hfPlanAs(t, o, run)
 }

@@ -16,15 +16,14 @@ var hfPreferenceKeys = []string{"beta", "max_prompt_length", "precompute_ref_log
 
 // hfOnlineKeys are keys of TRL's GRPOConfig and RLOOConfig (trl/trainer/
 // grpo_config.py and rloo_config.py at 1.16.0) that no SFTConfig or
-// DPOConfig has: a file with one generates its completions, which memsh
-// check does not read (a GRPO run's seq is its dataset's longest prompt
-// plus max_completion_length, which no key says).
+// DPOConfig has: a file with one generates its completions, and is read
+// as GRPO's once memsh.trainer=grpo says so (hfGRPO), never as SFT.
 var hfOnlineKeys = []string{"num_generations", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
 	"steps_per_generation", "generation_batch_size", "num_iterations", "reward_weights", "epsilon_high", "mask_truncated_completions"}
 
-// grpoHint is what a GRPO run's config gets: the plan in Starlark.
-const grpoHint = "write the plan in Starlark: train(..., batch=per_device_train_batch_size, seq=longest prompt + max_completion_length, " +
-	"preference=grpo(completion=max_completion_length, beta=..., vllm=...)) (docs/grpo.md)"
+// grpoHint is what a config of TRL's online trainers gets without
+// memsh.trainer=grpo.
+const grpoHint = "memsh.trainer=grpo for TRL's GRPOTrainer, with --seq N (the longest prompt plus max_completion_length); RLOO is not modelled"
 
 // hfDPONoEffect are DPOConfig's keys whose effect is on the loss's
 // [batch] arithmetic, the data or evaluation: nothing memsh replays.
@@ -45,9 +44,16 @@ var hfDPONoEffect = []string{"beta", "max_prompt_length", "max_completion_length
 // its adapters under use_peft, none with precompute_ref_log_probs, else a
 // copy of the model.
 func hfPreference(t *tree) (string, error) {
+	trainer, err := t.str("memsh.trainer", "")
+	if err != nil {
+		return "", err
+	}
+	if trainer == "grpo" {
+		return hfGRPO(t)
+	}
 	for _, k := range hfOnlineKeys {
 		if _, ok := t.leaves[k]; ok {
-			return "", t.errorf(k, grpoHint, "is a key of TRL's online trainers (GRPO, RLOO), whose configs memsh check does not read")
+			return "", t.errorf(k, grpoHint, "is a key of TRL's online trainers (GRPO, RLOO): say which runs it")
 		}
 	}
 	found := ""
@@ -61,16 +67,10 @@ func hfPreference(t *tree) (string, error) {
 		return "", nil
 	}
 	const hint = "say which trainer runs it: memsh.trainer=dpo (TRL's DPOTrainer) or memsh.trainer=kto (its KTOTrainer); ORPO and CPO are not modelled"
-	trainer, err := t.str("memsh.trainer", "")
-	if err != nil {
-		return "", err
-	}
 	switch trainer {
 	case "dpo":
 	case "kto":
 		return hfKTO(t)
-	case "grpo":
-		return "", t.errorf("memsh.trainer", grpoHint, "GRPOTrainer's configs are not read by memsh check")
 	case "":
 		return "", t.errorf(found, hint, "is a key of TRL's preference trainers (DPO, KTO, ORPO, CPO), not of SFT")
 	default:

@@ -1,0 +1,155 @@
+package importers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// hfGRPONoEffect are GRPOConfig's keys (trl/trainer/grpo_config.py at
+// 1.16.0) whose effect is on the generation, the rewards, the loss's
+// [rows, completion] arithmetic or the logging: nothing the step's replay
+// holds (docs/grpo.md).
+var hfGRPONoEffect = []string{"num_generations", "num_generations_eval", "steps_per_generation", "generation_batch_size", "num_iterations",
+	"temperature", "top_p", "top_k", "min_p", "repetition_penalty", "generation_kwargs.*", "chat_template_kwargs.*", "cache_implementation",
+	"epsilon", "epsilon_high", "delta", "loss_type", "scale_rewards", "reward_weights", "mask_truncated_completions", "importance_sampling_level",
+	"top_entropy_quantile", "sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps", "use_transformers_paged", "shuffle_dataset",
+	"log_completions", "num_completions_to_print", "log_unique_prompts", "log_multimodal", "disable_dropout", "ds3_gather_for_generation",
+	"vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout", "vllm_group_port", "vllm_model_impl",
+	"vllm_max_model_length", "vllm_tensor_parallel_size", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+	"vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min", "vllm_structured_outputs_regex", "router_aux_loss_coef",
+	"max_completion_length", "beta", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
+	"model_init_kwargs.*", "remove_unused_columns", "pad_to_multiple_of", "trust_remote_code"}
+
+// hfGRPO reads a TRL GRPOConfig (memsh.trainer=grpo) as train(preference=)'s
+// grpo() expression (docs/grpo.md): max_completion_length (512), beta
+// (0.0), use_vllm with vllm_mode (colocate), vllm_gpu_memory_utilization
+// (0.3) and vllm_enable_sleep_mode; the release
+// memsh.trl's (absent: the current one; before 1.15, whose GRPOTrainer
+// made the logits, refused).
+func hfGRPO(t *tree) (string, error) {
+	const refuse = "leave it out, or write the plan in Starlark (train(preference=grpo(...)): docs/grpo.md)"
+	if err := t.refuseOn(refuse, "GRPO", []keyWhat{
+		{"use_liger_kernel", "Liger's kernels under GRPOTrainer's fused LM head"},
+		{"cast_lm_head_to_fp32", "the LM head in fp32 (ScaleRL's recipe)"},
+		{"use_adaptive_entropy", "an entropy bonus, a gradient through the entropy"},
+	}); err != nil {
+		return "", err
+	}
+	if v, _ := t.get("entropy_coef"); v != nil {
+		if f, ok := toFloat(v); !ok || f != 0 {
+			return "", t.errorf("entropy_coef", refuse, "not modelled with GRPO: an entropy bonus, a gradient through the entropy")
+		}
+	}
+	for _, k := range []string{"max_prompt_length", "vllm_device"} { // gone by 1.8.0 (prompts no longer cut; vllm_mode)
+		if _, ok := t.leaves[k]; ok {
+			return "", t.errorf(k, "memsh models GRPOTrainer from TRL 1.15; for a current TRL drop the key (vllm_mode took vllm_device's place, prompts are no longer cut) and say --seq",
+				"is a key of an older GRPOConfig (none in TRL 1.8.0), whose GRPOTrainer made the completion tokens' logits: not modelled")
+		}
+	}
+	if err := hfGRPORelease(t); err != nil {
+		return "", err
+	}
+	completion, err := t.integer("max_completion_length", 512, 1, 1<<24)
+	if err != nil {
+		return "", err
+	}
+	args := []string{fmt.Sprintf("completion = %d", completion)}
+	var beta float64
+	if v, _ := t.get("beta"); v != nil {
+		f, ok := toFloat(v)
+		if !ok || f < 0 {
+			return "", t.errorf("beta", "the KL coefficient: 0 or more (0, GRPOConfig's default, loads no reference model)", "want a number of 0 or more, got %s", describe(v))
+		}
+		beta = f
+	}
+	if beta != 0 {
+		args = append(args, "beta = "+strconv.FormatFloat(beta, 'g', -1, 64))
+	}
+	useVLLM, err := t.boolean("use_vllm", false)
+	if err != nil {
+		return "", err
+	}
+	if !useVLLM {
+		return "grpo(" + strings.Join(args, ", ") + ")", nil
+	}
+	mode, err := t.str("vllm_mode", "colocate")
+	if err != nil {
+		return "", err
+	}
+	switch mode {
+	case "server":
+		return "grpo(" + strings.Join(append(args, `vllm = "server"`), ", ") + ")", nil
+	case "colocate":
+	default:
+		return "", t.errorf("vllm_mode", `"colocate" or "server"`, "unknown vLLM mode %s", quoteKey(mode))
+	}
+	util, err := t.probability("vllm_gpu_memory_utilization", 0.3)
+	if err != nil {
+		return "", err
+	}
+	if util == 0 {
+		return "", t.errorf("vllm_gpu_memory_utilization", "above 0 and below 1 (0.3 by default)", "vLLM takes no memory at 0")
+	}
+	sleep, err := t.boolean("vllm_enable_sleep_mode", false)
+	if err != nil {
+		return "", err
+	}
+	args = append(args, `vllm = "colocate"`, "vllm_memory = "+strconv.FormatFloat(util, 'g', -1, 64))
+	if sleep {
+		args = append(args, "sleep = True")
+	}
+	return "grpo(" + strings.Join(args, ", ") + ")", nil
+}
+
+// hfGRPORelease refuses memsh.trl releases before 1.15, whose GRPOTrainer
+// made the logits of the completion tokens (selective_log_softmax,
+// entropy_from_logits' copy: not modelled).
+func hfGRPORelease(t *tree) error {
+	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0 (1.15 and later)"
+	raw, _ := t.get(key)
+	if raw == nil {
+		return nil
+	}
+	if _, err := hfTRL(t); err != nil { // its form
+		return err
+	}
+	parts := strings.Split(raw.(string), ".")
+	major, _ := strconv.Atoi(parts[0])
+	minor, _ := strconv.Atoi(parts[1])
+	if major > 1 || (major == 1 && minor >= 15) {
+		return nil
+	}
+	return t.errorf(key, hint, "GRPOTrainer of TRL %s is not modelled: before 1.15 it made the completion tokens' logits", raw.(string))
+}
+
+// hfGRPODefaults sets what GRPOConfig defaults otherwise than
+// TrainingArguments (grpo_config.py at 1.16.0: gradient_checkpointing
+// True; bf16 True unless fp16, __post_init__) where the file says
+// nothing, as memsh.trainer's, and wants --seq: GRPOConfig has no key for
+// a row's length, the longest prompt (left-padded) plus
+// max_completion_length.
+func hfGRPODefaults(t *tree, o Options) error {
+	if !t.has("gradient_checkpointing") && !t.has("activation_checkpointing") {
+		t.derive("gradient_checkpointing", true, "memsh.trainer")
+	}
+	fp16, err := t.boolean("fp16", false)
+	if err != nil {
+		return err
+	}
+	if !t.has("bf16") {
+		t.derive("bf16", !fp16, "memsh.trainer")
+	}
+	completion, err := t.integer("max_completion_length", 512, 1, 1<<24)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.Seq == 0:
+		return &Error{File: t.file, Key: "max_completion_length", Msg: "missing: GRPOConfig says nothing of the prompts' length",
+			Hint: fmt.Sprintf("the tokens per row, the longest prompt plus max_completion_length (%d): --seq N", completion)}
+	case o.Seq <= completion:
+		return t.errorf("max_completion_length", "--seq counts the prompt and the completion", "%d leaves no prompt in --seq %d", completion, o.Seq)
+	}
+	return nil
+}

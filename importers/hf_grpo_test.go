@@ -1,0 +1,53 @@
+package importers
+
+import "testing"
+
+// TestHFGRPO: a TRL GRPOConfig is read as TRL's GRPOTrainer once
+// memsh.trainer=grpo says so, with --seq (no key says a row's length):
+// max_completion_length (512), beta, use_vllm with vllm_mode (colocate),
+// vllm_gpu_memory_utilization (0.3) and vllm_enable_sleep_mode; GRPOConfig's
+// own defaults where the file is silent (gradient_checkpointing on, bf16
+// unless fp16: grpo_config.py at 1.16.0).
+func TestHFGRPO(t *testing.T) {
+	const grpo = `{"per_device_train_batch_size": 8, "model_name_or_path": "meta-llama/Meta-Llama-3-8B", "num_generations": 8, ` +
+		`"learning_rate": 1e-6, "memsh.trainer": "grpo"`
+	seq := Options{Seq: 1536}
+	for _, tc := range []struct {
+		name, config string
+		want, not    []string
+	}{
+		{"defaults", grpo + `}`, []string{`preference = grpo(completion = 512)`, "batch = 8,", "seq = 1536,", `precision = "bf16"`, `checkpoint = "full"`}, []string{"loss_chunks", "vllm"}},
+		{"fp16", grpo + `, "fp16": true, "torch_dtype": "float32"}`, []string{`precision = "fp16-mixed"`}, []string{`precision = "bf16"`}},
+		{"no checkpointing", grpo + `, "gradient_checkpointing": false}`, []string{`preference = grpo(completion = 512)`}, []string{"checkpoint ="}},
+		{"beta and completion", grpo + `, "beta": 0.04, "max_completion_length": 1024}`, []string{`preference = grpo(completion = 1024, beta = 0.04)`}, nil},
+		{"colocate", grpo + `, "use_vllm": true}`, []string{`preference = grpo(completion = 512, vllm = "colocate", vllm_memory = 0.3)`}, nil},
+		{"colocate asleep", grpo + `, "use_vllm": true, "vllm_gpu_memory_utilization": 0.5, "vllm_enable_sleep_mode": true}`,
+			[]string{`preference = grpo(completion = 512, vllm = "colocate", vllm_memory = 0.5, sleep = True)`}, nil},
+		{"server", grpo + `, "use_vllm": true, "vllm_mode": "server", "vllm_gpu_memory_utilization": 0.9}`, []string{`preference = grpo(completion = 512, vllm = "server")`}, []string{"vllm_memory"}},
+		{"peft", grpo + `, "use_peft": true, "lora_r": 16, "beta": 0.1}`, []string{`preference = grpo(completion = 512, beta = 0.1)`, "lora = lora(rank = 16"}, nil},
+		{"trl 1.16", grpo + `, "memsh.trl": "1.16.0"}`, []string{`preference = grpo(completion = 512)`}, nil},
+	} {
+		checkImportedScript(t, tc.name, tc.config, seq, tc.want, tc.not)
+	}
+	const bare = `{"per_device_train_batch_size": 8, "model_name_or_path": "meta-llama/Meta-Llama-3-8B"`
+	runErrorCases(t, []errorCase{
+		{name: "the trainer unsaid", file: "args.json", config: bare + `, "num_generations": 8, "use_vllm": true}`, opts: seq,
+			want: "args.json:1: key num_generations: is a key of TRL's online trainers (GRPO, RLOO): say which runs it", wantHint: "memsh.trainer=grpo"},
+		{name: "no seq", file: "args.json", config: bare + `, "memsh.trainer": "grpo"}`,
+			want: "args.json: key max_completion_length: missing: GRPOConfig says nothing of the prompts' length", wantHint: "--seq N"},
+		{name: "seq without a prompt", file: "args.json", config: bare + `, "max_completion_length": 2048, "memsh.trainer": "grpo"}`, opts: Options{Seq: 2048},
+			want: "args.json:1: key max_completion_length: 2048 leaves no prompt in --seq 2048", wantHint: "--seq counts the prompt and the completion"},
+		{name: "TRL 1.14", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "memsh.trl": "1.14.0"}`, opts: seq,
+			want: "args.json:1: key memsh.trl: GRPOTrainer of TRL 1.14.0 is not modelled: before 1.15 it made the completion tokens' logits", wantHint: "1.15 and later"},
+		{name: "liger", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "use_liger_kernel": true}`, opts: seq,
+			want: "args.json:1: key use_liger_kernel: not modelled with GRPO: Liger's kernels under GRPOTrainer's fused LM head", wantHint: "docs/grpo.md"},
+		{name: "lm head in fp32", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "cast_lm_head_to_fp32": true}`, opts: seq,
+			want: "args.json:1: key cast_lm_head_to_fp32: not modelled with GRPO: the LM head in fp32 (ScaleRL's recipe)", wantHint: "docs/grpo.md"},
+		{name: "entropy bonus", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "entropy_coef": 0.01}`, opts: seq,
+			want: "args.json:1: key entropy_coef: not modelled with GRPO: an entropy bonus, a gradient through the entropy", wantHint: "docs/grpo.md"},
+		{name: "negative beta", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "beta": -0.1}`, opts: seq,
+			want: "args.json:1: key beta: want a number of 0 or more, got -0.1", wantHint: "the KL coefficient"},
+		{name: "unknown vllm mode", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "use_vllm": true, "vllm_mode": "remote"}`, opts: seq,
+			want: `args.json:1: key vllm_mode: unknown vLLM mode remote`, wantHint: `"colocate" or "server"`},
+	})
+}
