@@ -166,7 +166,11 @@ func TestMegatronErrors(t *testing.T) {
 			wantHint: `precision="megatron"`},
 		{name: "ms-swift's swift sft", file: "sft.sh", config: "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen3-8B --tuner_type lora\n",
 			want: "sft.sh: the script runs ms-swift's `swift sft`, not pretrain_gpt.py: memsh check does not read ms-swift's arguments", wantHint: "hf_config"},
-		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: not a shell script bash can read: `if` must be followed by a statement list"},
+		// Megatron-LM's examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh
+		// at d98e8a6: bash keeps the word, mvdan.cc/sh refuses it
+		{name: "a word bash reads and mvdan.cc/sh does not", file: "run.sh", config: "ARGS=(\n    --moe-layer-freq [0]*3+[1]*58\n)\n",
+			want: "run.sh:2: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `[x]` must be followed by `=`", wantHint: "quote it ('[0]*3+[1]*58')"},
+		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `if` must be followed by a statement list"},
 		{name: "a script that exits first", file: "run.sh", config: "exit 3\n" + launch + "\n",
 			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},
 		{name: "a script that loops for ever", file: "run.sh", config: "while :; do :; done\n" + launch + "\n",

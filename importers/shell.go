@@ -40,9 +40,9 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 	if err != nil {
 		var pe syntax.ParseError
 		if errors.As(err, &pe) {
-			return nil, "", &Error{File: file, Line: int(pe.Pos.Line()), Msg: "not a shell script bash can read: " + pe.Text}
+			return nil, "", &Error{File: file, Line: int(pe.Pos.Line()), Msg: "memsh's bash reader (mvdan.cc/sh) cannot parse the script: " + pe.Text, Hint: shellParseHint}
 		}
-		return nil, "", &Error{File: file, Msg: "not a shell script bash can read: " + err.Error()}
+		return nil, "", &Error{File: file, Msg: "memsh's bash reader (mvdan.cc/sh) cannot parse the script: " + err.Error(), Hint: shellParseHint}
 	}
 	found := false
 	other := "" // a trainer's launch of its own the script makes instead (otherLauncher)
@@ -125,6 +125,13 @@ func otherLauncher(a []string) string {
 	}
 	return "ms-swift's `" + path.Base(a[0]) + " " + a[1] + "`"
 }
+
+// shellParseHint says what to do with a script mvdan.cc/sh does not
+// parse: bash reads some words it refuses, such as one starting with
+// [x] inside an array (Megatron-LM's examples/megatron_fsdp
+// sbatch_mfsdp_deepseek_v3.sh, --moe-layer-freq [0]*3+[1]*58, which bash
+// keeps as a word when no file matches it as a pattern).
+const shellParseHint = "bash reads some words mvdan.cc/sh does not, such as one starting with [x] inside an array (--moe-layer-freq [0]*3+[1]*58): quote it ('[0]*3+[1]*58'), which bash reads the same"
 
 // nopFile is every file a script opens: empty, and writes go nowhere.
 type nopFile struct{}
