@@ -213,7 +213,7 @@ func TestGRPORefused(t *testing.T) {
 		{"trl 1.8", func(p *core.Plan) { p.Preference.TRL = core.TRLLogits }, "GRPOTrainer before TRL 1.15"},
 		{"unknown trl", func(p *core.Plan) { p.Preference.TRL = "2.0" }, `unknown trl "2.0"`},
 		{"torchtune", func(p *core.Plan) { p.Preference.Trainer = core.TrainerTorchtune }, "memsh replays TRL's GRPOTrainer"},
-		{"negative beta", func(p *core.Plan) { p.Preference.GRPOConfig.Beta = -1 }, "beta must be 0 or more"},
+		{"negative beta", func(p *core.Plan) { p.Preference.GRPOConfig.Beta = -1 }, "beta must be a finite number, 0 or more"},
 		{"unknown vllm", func(p *core.Plan) { p.Preference.GRPOConfig.VLLM = "remote" }, `unknown vllm "remote"`},
 		{"memory without colocate", func(p *core.Plan) { p.Preference.GRPOConfig.VLLMMemory = 0.4 }, `vllm is not "colocate"`},
 		{"sleep without colocate", func(p *core.Plan) { p.Preference.GRPOConfig.Sleep = true }, `vllm is not "colocate"`},

@@ -137,6 +137,11 @@ func (x *Plan) Attr(name string) (starlark.Value, error) {
 	if name == "replace" {
 		return starlark.NewBuiltin("replace", x.replace).BindReceiver(x), nil
 	}
+	if name == "preference" && x.P.Preference.GRPO() {
+		// The objective with the reference train() resolved (setPreference):
+		// its .reference reads it; it still equals the call (CompareSameType).
+		return Preference{*x.P.Preference}, nil
+	}
 	if _, ok := keywordIndex[name]; ok {
 		return x.Args.Get(name), nil
 	}

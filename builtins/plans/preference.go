@@ -8,6 +8,7 @@ import (
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // Preference is the Starlark value of dpo(...), kto(...) and grpo(...)
@@ -17,7 +18,10 @@ import (
 // LoRA (core.RefOf, core.RefOfGRPO).
 type Preference struct{ p core.Preference }
 
-var _ starlark.HasAttrs = Preference{}
+var (
+	_ starlark.HasAttrs   = Preference{}
+	_ starlark.Comparable = Preference{}
+)
 
 func (x Preference) Type() string {
 	if x.p.GRPO() {
@@ -31,6 +35,26 @@ func (x Preference) Type() string {
 func (x Preference) Freeze()               {}
 func (x Preference) Truth() starlark.Bool  { return starlark.True }
 func (x Preference) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+
+// CompareSameType compares the objectives' settings: a GRPO objective's
+// reference is what train() resolved from beta and the plan's LoRA, not a
+// setting, so a plan's preference equals the grpo(...) call that made it.
+func (x Preference) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	a, b := x.p, y.(Preference).p
+	if a.GRPO() {
+		a.Reference = ""
+	}
+	if b.GRPO() {
+		b.Reference = ""
+	}
+	switch op {
+	case syntax.EQL:
+		return a == b, nil
+	case syntax.NEQ:
+		return a != b, nil
+	}
+	return false, fmt.Errorf("%s %s %s not supported", x.Type(), op, y.Type())
+}
 
 func (x Preference) String() string {
 	if x.p.GRPO() {

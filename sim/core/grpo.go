@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -107,8 +108,8 @@ func (pr *Preference) validateGRPO() error {
 		return err(fmt.Sprintf("unknown trl %q", pr.TRL), fmt.Sprintf("trl is %q (TRL 1.15 and later)", TRLFusedHead))
 	case g.Completion < 1:
 		return err(fmt.Sprintf("completion must be at least 1 (got %d)", g.Completion), "completion is max_completion_length, the tokens each row scores (GRPOConfig's default 512)")
-	case g.Beta < 0 || g.Beta != g.Beta:
-		return err(fmt.Sprintf("beta must be 0 or more (got %g)", g.Beta), "beta is the KL coefficient; 0 (GRPOConfig's default) runs no reference model")
+	case !(g.Beta >= 0) || math.IsInf(g.Beta, 1): // NaN fails the first
+		return err(fmt.Sprintf("beta must be a finite number, 0 or more (got %g)", g.Beta), "beta is the KL coefficient (GRPOConfig's default 0, which runs no reference model; TRL's docs use 0.001 to 0.04)")
 	case g.VLLM != "" && g.VLLM != VLLMColocate && g.VLLM != VLLMServer:
 		return err(fmt.Sprintf("unknown vllm %q", g.VLLM), fmt.Sprintf("vllm is None (transformers' generate), %q or %q", VLLMColocate, VLLMServer))
 	case g.VLLM != VLLMColocate && (g.VLLMMemory != 0 || g.Sleep):
