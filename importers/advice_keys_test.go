@@ -12,7 +12,8 @@ import (
 // names, LLaMA-Factory's disable_gradient_checkpointing as the opposite
 // bool ("!"), Axolotl's micro_batch_size for the Trainer's per-device
 // batch (none when packing makes the micro-batch one row: no key says
-// the rows), torchtune's and DeepSpeed's own names.
+// the rows), torchtune's, DeepSpeed's and torchtitan's job file's own
+// names.
 func TestAdviceKeys(t *testing.T) {
 	const axolotl = "base_model: NousResearch/Meta-Llama-3-8B\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\nsequence_len: 2048\n" +
 		"attn_implementation: flash_attention_2\nbf16: true\ngradient_checkpointing: true\n"
@@ -38,7 +39,9 @@ func TestAdviceKeys(t *testing.T) {
 			`{"batch": "batch_size", "checkpoint": "enable_activation_checkpointing", "compile": "compile", "grad_accum": "gradient_accumulation_steps"}`},
 		{"DeepSpeed", "ds.json", `{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "bf16": {"enabled": true}}`, small,
 			`{"batch": "train_micro_batch_size_per_gpu", "grad_accum": "gradient_accumulation_steps"}`},
-		{"DeepSpeed's global batch alone", "ds.json", `{"train_batch_size": 8, "bf16": {"enabled": true}}`, small, ""},
+		{"torchtitan", "job.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\nseq_len = 1024\n", Options{},
+			`{"batch": "training.local_batch_size"}`},
+				{"DeepSpeed's global batch alone", "ds.json", `{"train_batch_size": 8, "bf16": {"enabled": true}}`, small, ""},
 	} {
 		o := defaults(tc.opts)
 		o.Top, o.Seq = 5, 1024

@@ -101,6 +101,11 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	p.set("batch", num(batch))
+	if _, old := t.leaves["training.batch_size"]; old {
+		p.keyOf(t, "batch", "training.batch_size")
+	} else {
+		p.keyOf(t, "batch", "training.local_batch_size")
+	}
 	seq, err := t.integer("training.seq_len", 2048, 1, 1<<24)
 	if err != nil {
 		return nil, err
