@@ -41,7 +41,7 @@ func TestAdviceKeys(t *testing.T) {
 			`{"batch": "train_micro_batch_size_per_gpu", "grad_accum": "gradient_accumulation_steps"}`},
 		{"torchtitan", "job.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\nseq_len = 1024\n", Options{},
 			`{"batch": "training.local_batch_size"}`},
-				{"DeepSpeed's global batch alone", "ds.json", `{"train_batch_size": 8, "bf16": {"enabled": true}}`, small, ""},
+		{"DeepSpeed's global batch alone", "ds.json", `{"train_batch_size": 8, "bf16": {"enabled": true}}`, small, ""},
 	} {
 		o := defaults(tc.opts)
 		o.Top, o.Seq = 5, 1024
