@@ -17,8 +17,10 @@ const randomAdvice = 4
 // TestRandomAdviceIsWhatToWrite: writtenBack on seeded random plans of a
 // small decoder: precision, optimizer, checkpointing, a layout (DDP,
 // ZeRO 1-3, FSDP 1 or 2 with their options, tensor parallelism), LoRA or
-// QLoRA, compile and a GPU small enough that the plan does not fit (or,
-// when it does, advise(goal="speed")). Every row's change, pasted into
+// QLoRA, compile, a GPU small enough that the plan does not fit (or,
+// when it does, advise(goal="speed")) and, on data parallelism without
+// compile, a GRPO step with its vLLM engine colocated (advise's
+// vllm_sleep). Every row's change, pasted into
 // plan.replace(...), replays as the row says.
 func TestRandomAdviceIsWhatToWrite(t *testing.T) {
 	if testing.Short() {
@@ -75,6 +77,10 @@ func randomAdvicePlan(seed uint64) (string, string) {
 	}
 	mem := []string{"1", "2", "4", "16"}[r.IntN(4)]
 	args = append(args, fmt.Sprintf("gpu = gpu(\"A100-80GB\", memory = %s * GiB)", mem))
+	so := strings.Join(args, ", ")
+	if !strings.Contains(so, "tp = 2") && !strings.Contains(so, "compile") && r.IntN(4) == 0 { // GRPO: data parallelism, eager; drawn last, so the plans before it are the seeds' own
+		args = append(args, `preference = grpo(completion = 256, vllm = "colocate", vllm_memory = `+pick("0.2", "0.5")+`)`)
+	}
 	script := `blk = sequential(residual(sequential(rmsnorm(512), attention(512, heads = 8, kv_heads = 2, rope = True))), residual(sequential(rmsnorm(512), mlp(512, hidden = 1536, act = "swiglu"))))
 m = model("m", embedding(8000, 512), repeat(blk, 6), rmsnorm(512), vocab = 8000)
 p = train(m, ` + strings.Join(args, ", ") + `)
