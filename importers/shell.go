@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	"mvdan.cc/sh/v3/expand"
@@ -53,41 +54,52 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 			env = append(env, k+"="+v)
 		}
 	}
-	runner, err := interp.New(
-		interp.Env(expand.ListEnviron(env...)),
-		interp.Dir("/"), // stat on the real root, which always exists; nothing is read there
-		interp.StdIO(nil, io.Discard, io.Discard),
-		interp.CallHandler(func(ctx context.Context, a []string) ([]string, error) {
-			if calls++; calls > shellCalls {
-				return nil, fmt.Errorf("more than %d commands", shellCalls)
-			}
-			if len(a) > 0 && (a[0] == "source" || a[0] == ".") {
-				return []string{":"}, nil // no file is read: sourced scripts are not followed
-			}
-			return a, nil
-		}),
-		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
-			return func(ctx context.Context, a []string) error {
-				for i, x := range a {
-					if !found && path.Base(x) == script {
-						found, args, launcher = true, append([]string(nil), a[i+1:]...), path.Base(a[0])
+	// newRunner makes an interpreter; a command running bash -c STRING
+	// (or sh -c) has STRING read by another, which shares the count of
+	// commands, the deadline and what was found (srun ... bash -c
+	// "${TRAINING_CMD}", as NVIDIA's Slurm scripts launch the job).
+	var newRunner func() (*interp.Runner, error)
+	newRunner = func() (*interp.Runner, error) {
+		return interp.New(
+			interp.Env(expand.ListEnviron(env...)),
+			interp.Dir("/"), // stat on the real root, which always exists; nothing is read there
+			interp.StdIO(nil, io.Discard, io.Discard),
+			interp.CallHandler(func(ctx context.Context, a []string) ([]string, error) {
+				if calls++; calls > shellCalls {
+					return nil, fmt.Errorf("more than %d commands", shellCalls)
+				}
+				if len(a) > 0 && (a[0] == "source" || a[0] == ".") {
+					return []string{":"}, nil // no file is read: sourced scripts are not followed
+				}
+				return a, nil
+			}),
+			interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+				return func(ctx context.Context, a []string) error {
+					for i, x := range a {
+						if !found && path.Base(x) == script {
+							found, args, launcher = true, append([]string(nil), a[i+1:]...), path.Base(a[0])
+						}
 					}
+					if other == "" {
+						other = otherLauncher(a)
+					}
+					if c, ok := shellString(a); ok && !found {
+						return runString(ctx, newRunner, c)
+					}
+					return nil // nothing runs
 				}
-				if other == "" {
-					other = otherLauncher(a)
-				}
-				return nil // nothing runs
-			}
-		}),
-		interp.OpenHandler(func(ctx context.Context, p string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
-			return nopFile{}, nil
-		}),
-		interp.StatHandler(func(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
-			return fakeFile(path.Base(name)), nil
-		}),
-		interp.ReadDirHandler2(func(ctx context.Context, p string) ([]fs.DirEntry, error) { return nil, nil }),
-		interp.AccessHandler(func(ctx context.Context, p string, mode interp.AccessMode) error { return nil }),
-	)
+			}),
+			interp.OpenHandler(func(ctx context.Context, p string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+				return nopFile{}, nil
+			}),
+			interp.StatHandler(func(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
+				return fakeFile(path.Base(name)), nil
+			}),
+			interp.ReadDirHandler2(func(ctx context.Context, p string) ([]fs.DirEntry, error) { return nil, nil }),
+			interp.AccessHandler(func(ctx context.Context, p string, mode interp.AccessMode) error { return nil }),
+		)
+	}
+	runner, err := newRunner()
 	if err != nil {
 		return nil, "", &Error{File: file, Msg: err.Error()}
 	}
@@ -107,6 +119,49 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 	}
 	return nil, "", &Error{File: file, Msg: "the script never launches " + script,
 		Hint: "memsh check reads the command line of a script that runs " + script + " (torchrun ... " + script + " --num-layers ...)"}
+}
+
+// shellString is the STRING of a command that runs a shell on it
+// (bash -c STRING, sh -c STRING, anywhere in the command: srun ... bash
+// -x -c STRING), and whether a is one.
+func shellString(a []string) (string, bool) {
+	for i, x := range a {
+		if b := path.Base(x); b != "bash" && b != "sh" {
+			continue
+		}
+		for j := i + 1; j < len(a); j++ {
+			f := a[j]
+			switch {
+			case f == "-c" || (strings.HasPrefix(f, "-") && !strings.HasPrefix(f, "--") && strings.HasSuffix(f, "c")):
+				if j+1 < len(a) {
+					return a[j+1], true
+				}
+				return "", false
+			case !strings.HasPrefix(f, "-"):
+				return "", false // bash FILE: a script memsh does not read
+			}
+		}
+	}
+	return "", false
+}
+
+// runString reads STRING as the shell a command starts would (a parse
+// error leaves it unread, as a command memsh skips).
+func runString(ctx context.Context, newRunner func() (*interp.Runner, error), c string) error {
+	prog, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(c), "")
+	if err != nil {
+		return nil
+	}
+	r, err := newRunner()
+	if err != nil {
+		return err
+	}
+	if err := r.Run(ctx, prog); err != nil {
+		if _, exited := interp.IsExitStatus(err); !exited {
+			return err
+		}
+	}
+	return nil
 }
 
 // swiftCommands are ms-swift's command-line entry points (its setup.py
