@@ -19,7 +19,21 @@ var hfGRPONoEffect = []string{"num_generations", "num_generations_eval", "steps_
 	"vllm_max_model_length", "vllm_tensor_parallel_size", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
 	"vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min", "vllm_structured_outputs_regex", "router_aux_loss_coef",
 	"max_completion_length", "beta", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode",
-	"model_init_kwargs.*", "remove_unused_columns", "pad_to_multiple_of", "trust_remote_code"}
+	"model_init_kwargs.*", "remove_unused_columns", "pad_to_multiple_of", "trust_remote_code",
+	// SAPO's and VESPO's coefficients, the off-policy sequence mask and the
+	// bias-corrected KL weigh the per-token loss (_compute_loss); the reward
+	// aggregation and the script's reward functions (trl/scripts/grpo.py
+	// GRPOScriptArguments.reward_funcs, Python on the completions' text) make
+	// the advantages before the step; the adaptive entropy bounds act only
+	// with use_adaptive_entropy (refused); tool-calling turns and
+	// transformers' continuous batching (use_transformers_paged's successor;
+	// vllm_importance_sampling_cap is clip_max's deprecated name) are the
+	// generation's.
+	"sapo_temperature_neg", "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+	"off_policy_mask_threshold", "use_bias_correction_kl", "multi_objective_aggregation", "reward_funcs",
+	"entropy_coef_min", "entropy_coef_max", "entropy_coef_delta", "entropy_target", "max_tool_calling_iterations",
+	"use_transformers_continuous_batching", "transformers_continuous_batching_config.*", "vllm_importance_sampling_cap",
+	"log_completions_hub_repo"}
 
 // hfGRPO reads a TRL GRPOConfig (memsh.trainer=grpo) as train(preference=)'s
 // grpo() expression (docs/grpo.md): max_completion_length (512), beta
@@ -35,6 +49,12 @@ func hfGRPO(t *tree) (string, error) {
 		{"use_adaptive_entropy", "an entropy bonus, a gradient through the entropy"},
 	}); err != nil {
 		return "", err
+	}
+	// A reward model (GRPOTrainer.__init__ loads a reward_funcs path with
+	// AutoModelForSequenceClassification and prepares it as the reference:
+	// sharded under ZeRO-3, else whole) stays on each GPU through the step.
+	if v, _ := t.get("reward_model_name_or_path"); v != nil && v != "" {
+		return "", t.errorf("reward_model_name_or_path", refuse, "not modelled with GRPO: a reward model's weights on each GPU through the step (grpo_trainer.py: AutoModelForSequenceClassification, prepared as the reference)")
 	}
 	if v, _ := t.get("entropy_coef"); v != nil {
 		if f, ok := toFloat(v); !ok || f != 0 {

@@ -51,3 +51,39 @@ func TestHFGRPO(t *testing.T) {
 			want: `args.json:1: key vllm_mode: unknown vLLM mode remote`, wantHint: `"colocate" or "server"`},
 	})
 }
+
+// TestHFGRPOKeys: every field of GRPOConfig at TRL 1.16.0 (grpo_config.py)
+// and the `trl grpo` script's reward_funcs (trl/scripts/grpo.py
+// GRPOScriptArguments) is read, listed as changing nothing replayed, or
+// refused; SAPO's and VESPO's coefficients, the off-policy mask, the
+// bias-corrected KL and the reward aggregation are the loss's and the
+// rewards' arithmetic on [rows, completion] tensors, the adaptive entropy
+// bounds act only with use_adaptive_entropy (refused), tool calls and
+// transformers' continuous batching are the generation's. Before, each was
+// listed as not understood.
+func TestHFGRPOKeys(t *testing.T) {
+	const config = `{"per_device_train_batch_size": 8, "model_name_or_path": "meta-llama/Meta-Llama-3-8B", "memsh.trainer": "grpo", ` +
+		`"loss_type": "sapo", "sapo_temperature_neg": 1.05, "sapo_temperature_pos": 1.0, "vespo_k_pos": 2.0, "vespo_lambda_pos": 3.0, ` +
+		`"vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0, "multi_objective_aggregation": "normalize_then_sum", "entropy_coef_min": 0.0, ` +
+		`"entropy_coef_max": 1.0, "entropy_coef_delta": 0.005, "entropy_target": 0.2, "max_tool_calling_iterations": 4, ` +
+		`"off_policy_mask_threshold": 0.5, "use_bias_correction_kl": true, "log_completions_hub_repo": "me/completions", ` +
+		`"use_transformers_continuous_batching": true, "transformers_continuous_batching_config": {"max_batch_tokens": 4096}, ` +
+		`"vllm_importance_sampling_cap": 3.0, "reward_funcs": ["accuracy_reward", "think_format_reward"]}`
+	res, err := Import("grpo.json", []byte(config), defaults(Options{Seq: 1536}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Unknown) > 0 {
+		t.Errorf("not understood: %v", res.Unknown)
+	}
+	// A reward model (the script's reward_model_name_or_path, a reward_funcs
+	// entry GRPOTrainer loads with AutoModelForSequenceClassification,
+	// grpo_trainer.py __init__) stays on each GPU through the step, prepared
+	// as the reference is: memory memsh does not replay.
+	runErrorCases(t, []errorCase{
+		{name: "reward model", file: "args.json", opts: Options{Seq: 1536},
+			config:   `{"per_device_train_batch_size": 8, "model_name_or_path": "meta-llama/Meta-Llama-3-8B", "memsh.trainer": "grpo", "reward_model_name_or_path": "Skywork/Skywork-Reward-V2-Llama-3.1-8B"}`,
+			want:     "args.json:1: key reward_model_name_or_path: not modelled with GRPO: a reward model's weights on each GPU through the step (grpo_trainer.py: AutoModelForSequenceClassification, prepared as the reference)",
+			wantHint: "docs/grpo.md"},
+	})
+}
