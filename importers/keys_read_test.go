@@ -37,6 +37,7 @@ func TestKeysReadHarmless(t *testing.T) {
 			notModelled: "use_eaft_loss: EAFT's entropy weights read a no_grad copy of the fp32 logits' labelled rows"},
 		{name: "use_eaft_loss beside use_dft_loss", with: dft + "use_eaft_loss: true\n", bare: dft,
 			notModelled: "use_eaft_loss: true beside use_dft_loss, whose loss LLaMA-Factory runs instead"},
+		{name: "use_asft_loss beside use_dft_loss, and the losses' alphas", with: dft + "use_asft_loss: true\nasft_alpha: 0.2\neaft_alpha: 2.0\n", bare: dft},
 		{name: "the Trainer's fsdp_config.use_orig_params", with: hfArgs + "  use_orig_params: true\n", bare: hfArgs, opts: Options{GPUs: 8}},
 		{name: "the Trainer's fsdp_config.fsdp_use_orig_params", with: hfArgs + "  fsdp_use_orig_params: false\n", bare: hfArgs, opts: Options{GPUs: 8}},
 	} {

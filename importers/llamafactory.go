@@ -67,6 +67,8 @@ var llamaFactoryTrainer = &trainer{
 		// per-token vectors (the losses, their no_grad exp, the weighted
 		// losses: bytes per token, against the logits' vocab x 4 per token)
 		"use_dft_loss",
+		// the weights' exponents of EAFT's and ASFT's losses: arithmetic
+		"eaft_alpha", "asft_alpha",
 	}, hfTrainer.noEffect...),
 }
 
@@ -294,15 +296,28 @@ func llamaFactoryModelArgs(t *tree) error {
 // vocab] fp32), and its top 20; that copy is a local of the loss function
 // and lives until it returns: one more fp32 logits at the end of the
 // forward, which memsh does not replay. Set with use_dft_loss, DFT's loss
-// runs (the trainer's elif) and EAFT's changes nothing.
+// runs (the trainer's elif) and EAFT's changes nothing. use_asft_loss,
+// the last of the chain, is refused when it runs.
 func llamaFactoryEAFT(t *tree) error {
 	dft, err := t.boolean("use_dft_loss", false)
 	if err != nil {
 		return err
 	}
 	eaft, err := t.boolean("use_eaft_loss", false)
-	if err != nil || !eaft {
+	if err != nil {
 		return err
+	}
+	// ASFT's loss (sft/trainer.py compute_loss, trainer_utils.py
+	// asft_loss_func) runs a reference model's forward for its logits and
+	// a KL over the whole vocabulary: refused, unless DFT's or EAFT's loss
+	// runs in its place (the trainer's elif)
+	if asft, err := t.boolean("use_asft_loss", false); err != nil {
+		return err
+	} else if asft && !dft && !eaft {
+		return t.errorf("use_asft_loss", "leave it out, or write the plan in Starlark", "ASFT's loss (a reference model's forward and a KL over the vocabulary) is not modelled")
+	}
+	if !eaft {
+		return nil
 	}
 	if dft {
 		t.notModelled = append(t.notModelled, "use_eaft_loss: true beside use_dft_loss, whose loss LLaMA-Factory runs instead (sft/trainer.py): EAFT's changes nothing")

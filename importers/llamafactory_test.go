@@ -144,6 +144,8 @@ func TestLlamaFactoryErrors(t *testing.T) {
 			want: "r.yaml:1: key model: a LLaMA-Factory v1 config (USE_V1=1: model, model_class, dist_config, peft_config, ...), which memsh check does not read: " +
 				"v1 trains with its own trainer (src/llamafactory/v1/core/base_trainer.py), its kernels (kernel_config), loss and batching, not transformers' Trainer, whose reading the v0 YAML has",
 			wantHint: `train(hf_config("Qwen/Qwen3-0.6B/config.json"), batch = 1, seq = 2048, checkpoint = "full", parallel = parallel(dp = GPUS, fsdp = 2))`},
+		{name: "ASFT's loss", file: "r.yaml", config: base + "use_asft_loss: true\nasft_alpha: 0.1\n",
+			want: "r.yaml:3: key use_asft_loss: ASFT's loss (a reference model's forward and a KL over the vocabulary) is not modelled", wantHint: "Starlark"},
 		{name: "a prediction run", file: "r.yaml", config: base + "do_predict: true\npredict_with_generate: true\n",
 			want: "r.yaml:3: key do_predict: a prediction run without do_train: LLaMA-Factory trains nothing (workflow.py: trainer.train() only with do_train)", wantHint: "do_train: true"},
 		{name: "an evaluation run", file: "r.yaml", config: base + "do_train: false\ndo_eval: true\n",
