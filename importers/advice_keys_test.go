@@ -41,6 +41,8 @@ func TestAdviceKeys(t *testing.T) {
 			`{"batch": "train_micro_batch_size_per_gpu", "grad_accum": "gradient_accumulation_steps"}`},
 		{"torchtitan", "job.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\nseq_len = 1024\n", Options{},
 			`{"batch": "training.local_batch_size"}`},
+		{"TRL's GRPOConfig, vLLM colocated", "r.yaml", "model_name_or_path: Qwen/Qwen3-8B\nper_device_train_batch_size: 8\nuse_vllm: true\nmemsh.trainer: grpo\n", Options{},
+			"{" + trainer + `, "preference": "vllm_enable_sleep_mode"}`},
 		{"DeepSpeed's global batch alone", "ds.json", `{"train_batch_size": 8, "bf16": {"enabled": true}}`, small, ""},
 	} {
 		o := defaults(tc.opts)

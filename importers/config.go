@@ -52,6 +52,16 @@ func (t *tree) derive(key string, v any, src string) {
 	t.from[key] = src
 }
 
+// setDefault sets key to v where the file says nothing of it: the
+// default of the trainer's own config class where it differs from what
+// the reader of the key assumes (GRPOConfig's gradient_checkpointing and
+// bf16). The key is the file's own (no line: the file has none).
+func (t *tree) setDefault(key string, v any) {
+	if _, ok := t.leaves[key]; !ok {
+		t.leaves[key] = leaf{value: v}
+	}
+}
+
 // deriveNot is derive for a bool that is the opposite of src's
 // (LLaMA-Factory's disable_gradient_checkpointing: the Trainer's
 // gradient_checkpointing), which the advice's keys say so (plan.keyOf).

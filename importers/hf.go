@@ -217,12 +217,17 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 	if pref != "" {
 		run.preference, run.sftTrainer = pref, false
 	}
-	if strings.HasPrefix(pref, "grpo(") {
-		if err := hfGRPODefaults(t, o); err != nil {
-			return nil, err
-		}
+	if !strings.HasPrefix(pref, "grpo(") {
+		return hfPlanAs(t, o, run)
 	}
-	return hfPlanAs(t, o, run)
+	if err := hfGRPODefaults(t, o); err != nil {
+		return nil, err
+	}
+	p, err := hfPlanAs(t, o, run)
+	if err == nil && strings.Contains(pref, `vllm = "colocate"`) { // the advice's vllm_sleep: the engine asleep
+		p.keyOf(t, "preference", "vllm_enable_sleep_mode")
+	}
+	return p, err
 }
 
 // hfPlanAs is hfPlan for a trainer that runs as run says.

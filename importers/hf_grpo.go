@@ -146,20 +146,18 @@ func hfGRPORelease(t *tree) error {
 // hfGRPODefaults sets what GRPOConfig defaults otherwise than
 // TrainingArguments (grpo_config.py at 1.16.0: gradient_checkpointing
 // True; bf16 True unless fp16, __post_init__) where the file says
-// nothing, as memsh.trainer's, and wants --seq: GRPOConfig has no key for
+// nothing, and wants --seq: GRPOConfig has no key for
 // a row's length, the longest prompt (left-padded) plus
 // max_completion_length.
 func hfGRPODefaults(t *tree, o Options) error {
-	if !t.has("gradient_checkpointing") && !t.has("activation_checkpointing") {
-		t.derive("gradient_checkpointing", true, "memsh.trainer")
+	if !t.has("activation_checkpointing") {
+		t.setDefault("gradient_checkpointing", true)
 	}
 	fp16, err := t.boolean("fp16", false)
 	if err != nil {
 		return err
 	}
-	if !t.has("bf16") {
-		t.derive("bf16", !fp16, "memsh.trainer")
-	}
+	t.setDefault("bf16", !fp16)
 	completion, err := t.integer("max_completion_length", 512, 1, 1<<24)
 	if err != nil {
 		return err

@@ -120,8 +120,8 @@ func flagValue(v any) (string, bool) {
 }
 
 // configValue is an engine value as a config's scalar: a count, a bool,
-// and the checkpoint or compile a true/false key says; false for any
-// other.
+// the checkpoint or compile a true/false key says, and a GRPO objective's
+// sleep mode (vllm_enable_sleep_mode); false for any other.
 func configValue(v any) (string, bool) {
 	switch x := v.(type) {
 	case int64:
@@ -138,6 +138,10 @@ func configValue(v any) (string, bool) {
 	case core.Compile:
 		if x.Mode == "" || x.Mode == "default" {
 			return strconv.FormatBool(x.On()), true
+		}
+	case core.Preference: // the one preference change advise makes: a GRPO step's vLLM engine asleep (vllm_sleep)
+		if x.GRPO() && x.GRPOConfig.VLLM == core.VLLMColocate {
+			return strconv.FormatBool(x.GRPOConfig.Sleep), true
 		}
 	}
 	return "", false

@@ -12,8 +12,9 @@ import (
 // (advise(keys=), which memsh check passes) or memsh fit's flags: a count
 // or a bool as the key's value, checkpointing and compile as a true/false
 // key says them (the opposite for a "!" key: LLaMA-Factory's
-// disable_gradient_checkpointing), and a keyword no key says, or a value
-// the key cannot say, marked as having none.
+// disable_gradient_checkpointing), a GRPO engine put to sleep as
+// vllm_enable_sleep_mode, and a keyword no key says, or a value the key
+// cannot say, marked as having none.
 func TestSettingInConfig(t *testing.T) {
 	hf := map[string]string{"batch": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
 		"checkpoint": "gradient_checkpointing", "compile": "torch_compile"}
@@ -22,6 +23,9 @@ func TestSettingInConfig(t *testing.T) {
 	full, none := core.Checkpoint{Mode: "full"}, core.Checkpoint{Mode: "none"}
 	every := core.Checkpoint{Mode: "every", Every: 2}
 	h100, _ := hw.LookupDevice("H100-80GB")
+	grpo := map[string]string{"preference": "vllm_enable_sleep_mode"}
+	asleep := core.Preference{Loss: core.LossGRPO, TRL: core.TRLFusedHead, Reference: core.RefNone,
+		GRPOConfig: core.GRPOConfig{Completion: 512, VLLM: core.VLLMColocate, VLLMMemory: 0.3, Sleep: true}}
 	for _, tc := range []struct {
 		name string
 		s    advise.Setting
@@ -44,6 +48,9 @@ func TestSettingInConfig(t *testing.T) {
 		{"a flag's policy it cannot say", advise.Setting{Keyword: "checkpoint", Value: every}, fit, "checkpoint=checkpoint(every=2) (no fit flag)"},
 		{"the gpu flag", advise.Setting{Keyword: "gpu", Value: h100}, fit, "--gpu H100-80GB"},
 		{"no flag", advise.Setting{Keyword: "grad_accum", Value: int64(2)}, fit, "grad_accum=2 (no fit flag)"},
+		{"a GRPO engine asleep", advise.Setting{Keyword: "preference", Value: asleep}, grpo, "vllm_enable_sleep_mode: true"},
+		{"GRPO without the key", advise.Setting{Keyword: "preference", Value: asleep}, hf,
+			`preference=grpo(completion=512, beta=0.0, vllm="colocate", vllm_memory=0.3, sleep=True, trl="1.15") (no key in the config)`},
 	} {
 		flags := tc.keys["batch"] == "--batch"
 		if got := settingInConfig(tc.s, tc.keys, flags); got != tc.want {
