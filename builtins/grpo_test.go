@@ -1,6 +1,11 @@
 package builtins
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 const grpoPrelude = `
 m = model("tiny", embedding(1000, 64), mlp(64, 256), vocab = 1000)
@@ -28,4 +33,21 @@ func TestGRPOValues(t *testing.T) {
 		{expr: `grpo(beta = float("inf"))`, err: `beta must be a finite number`},
 		{expr: `grpo(beta = float("nan"))`, err: `beta must be a finite number`},
 	})
+}
+
+// TestGRPOErrorHints: every value grpo() refuses comes with a hint, its
+// types' too (UnpackArgs' errors and grpo()'s own, which had none).
+func TestGRPOErrorHints(t *testing.T) {
+	eval := starEval(t, grpoPrelude)
+	for _, expr := range []string{
+		`grpo(completion = "1024")`, `grpo(completion = 1024.0)`, `grpo(beta = "0.1")`, `grpo(vllm = True)`,
+		`grpo(vllm = "colocate", vllm_memory = "0.5")`, `grpo(sleep = 1)`, `grpo(trl = 1.15)`, `grpo(foo = 1)`,
+		`grpo(beta = -1)`, `grpo(vllm = "Colocate")`,
+	} {
+		_, err := eval(expr)
+		var ue *units.Error
+		if !errors.As(err, &ue) || ue.Hint == "" {
+			t.Errorf("%s: %v, want an error with a hint", expr, err)
+		}
+	}
 }

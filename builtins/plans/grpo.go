@@ -27,7 +27,21 @@ var grpoBuiltin = host.Builtin{
 	Fn: grpoFn,
 }
 
+// grpoHint is the hint of grpo()'s errors that carry none of their own
+// (a wrong type, an unknown keyword): each keyword's type and an example.
+const grpoHint = `completion is an int, beta and vllm_memory numbers, vllm None, "colocate" or "server", sleep a bool, trl None or "1.15": ` +
+	`grpo(completion=1024, beta=0.04, vllm="colocate", vllm_memory=0.3, sleep=False) (docs/grpo.md)`
+
 func grpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	v, err := grpoValue(b, args, kwargs)
+	if err != nil {
+		return nil, host.WithHint(err, grpoHint)
+	}
+	return v, nil
+}
+
+// grpoValue is grpo()'s objective, or why the call cannot make one.
+func grpoValue(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var vllm, mem, trlV starlark.Value = starlark.None, starlark.None, starlark.None
 	var beta starlark.Value = starlark.Float(0)
 	g := core.GRPOConfig{Completion: 512}
