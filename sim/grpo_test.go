@@ -294,3 +294,37 @@ func TestGRPOGenerationNote(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPOReferenceNoteSharded: the note gives the reference copy's whole
+// bytes, and under ZeRO-3 or FSDP2, which shard it as the policy
+// (trl/models/utils.py prepare_deepspeed keeps stage 3; prepare_fsdp
+// fully_shard), says so, where a reader took the whole copy for what each
+// GPU holds; ZeRO-2 keeps it whole on each GPU (prepare_deepspeed: stage 0).
+func TestGRPOReferenceNoteSharded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		par  core.Parallelism
+		want string // "" when the note says nothing of sharding
+	}{
+		{"one gpu", core.Parallelism{}, ""},
+		{"zero-2", core.Parallelism{DP: 4, Zero: 2}, ""},
+		{"zero-3", core.Parallelism{DP: 4, Zero: 3}, "in all, sharded over 4 GPUs as the policy's weights"},
+		{"fsdp2", core.Parallelism{DP: 4, FSDP: true, FSDPVersion: 2}, "in all, sharded over 4 GPUs as the policy's weights"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := grpoPlan(core.GRPOConfig{Completion: 256, Beta: 0.04})
+			q.Parallel = tc.par
+			r, err := Evaluate(q, core.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes := strings.Join(r.Notes, "\n")
+			if !strings.Contains(notes, "the reference model is a second copy of the weights") {
+				t.Fatalf("no reference copy in the notes:\n%s", notes)
+			}
+			if got := strings.Contains(notes, "sharded over"); got != (tc.want != "") || !strings.Contains(notes, tc.want) {
+				t.Errorf("want %q in the notes:\n%s", tc.want, notes)
+			}
+		})
+	}
+}

@@ -38,11 +38,23 @@ func preferenceNote(plan *core.Plan, prog *core.Program) string {
 	case core.RefAdapters:
 		return rows + "; the reference is the policy with its LoRA adapters disabled, a forward under no_grad after the policy's: no second copy of the weights"
 	}
-	return fmt.Sprintf("%s; the reference model is a second copy of the weights (%s, in params, in no optimizer), its forward under no_grad after the policy's",
-		rows, units.FormatBytes(referenceBytes(plan, prog)))
+	return fmt.Sprintf("%s; the reference model is a second copy of the weights (%s), its forward under no_grad after the policy's",
+		rows, referenceText(plan, prog))
 }
 
-// referenceBytes is what the reference copy's weights hold on this GPU.
+// referenceText says the reference copy's bytes, and under ZeRO-3 or FSDP,
+// which shard it as the policy (TRL's prepare_deepspeed keeps stage 3,
+// else stage 0: whole on each GPU; prepare_fsdp wraps it as the policy,
+// trl/models/utils.py), that they are the whole copy's, over how many GPUs.
+func referenceText(plan *core.Plan, prog *core.Program) string {
+	s := units.FormatBytes(referenceBytes(plan, prog))
+	if par := plan.Parallel.Norm(); (par.Zero >= 3 || par.FSDP) && par.ShardDegree() > 1 {
+		s += fmt.Sprintf(" in all, sharded over %d GPUs as the policy's weights", par.ShardDegree())
+	}
+	return s + ", in params, in no optimizer"
+}
+
+// referenceBytes is what the reference copy's weights hold, whole.
 func referenceBytes(plan *core.Plan, prog *core.Program) int64 {
 	var bytes int64
 	for _, p := range prog.Params {
@@ -69,7 +81,7 @@ func grpoNote(plan *core.Plan, prog *core.Program) string {
 	case core.RefAdapters:
 		s += "; the reference is the policy with its LoRA adapters disabled, scored before the step"
 	default:
-		s += fmt.Sprintf("; the reference model is a second copy of the weights (%s, in params, in no optimizer), scored before the step", units.FormatBytes(referenceBytes(plan, prog)))
+		s += fmt.Sprintf("; the reference model is a second copy of the weights (%s), scored before the step", referenceText(plan, prog))
 	}
 	switch {
 	case g.VLLM == core.VLLMColocate && g.Sleep:
