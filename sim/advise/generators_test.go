@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -40,34 +41,33 @@ func TestGenerators(t *testing.T) {
 		&nn.Embedding{Rows: 8000, Dim: 512},
 		&core.Residual{Name: "memory", Layer: &replay.Table{Name: "ngram", Rows: 1 << 20, Dim: 32, Heads: 16, Grad: "sparse", PadRows: true}},
 	}}
+	quickstartChanges := map[string][]string{
+		"compile":             {"compile=True"},
+		"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+		"precision":           {`precision="bf16"`},
+		"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+		"loss_chunks":         {`loss_chunks=8`},
+		"offload":             {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
+		"expandable_segments": {`expandable_segments=True`},
+	}
+	// plus is want with one knob's changes more.
+	plus := func(want map[string][]string, knob string, changes ...string) map[string][]string {
+		out := maps.Clone(want)
+		out[knob] = changes
+		return out
+	}
 	for _, c := range []struct {
 		name string
 		plan *core.Plan
 		goal Goal
 		want map[string][]string // knob -> changes
 	}{
-		{"quickstart", quickstart(), Fit, map[string][]string{
-			"compile":             {"compile=True"},
-			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
-			"precision":           {`precision="bf16"`},
-			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
-			"loss_chunks":         {`loss_chunks=8`},
-			"offload":             {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
-			"expandable_segments": {`expandable_segments=True`},
-		}},
+		{"quickstart", quickstart(), Fit, quickstartChanges},
 		{"grpo with vllm colocated", with(func(p *core.Plan) {
 			p.Preference = &core.Preference{Loss: core.LossGRPO, TRL: core.TRLFusedHead, Reference: core.RefNone,
 				GRPOConfig: core.GRPOConfig{Completion: 1024, VLLM: core.VLLMColocate, VLLMMemory: 0.3}}
-		}), Fit, map[string][]string{
-			"compile":             {"compile=True"},
-			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
-			"precision":           {`precision="bf16"`},
-			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
-			"loss_chunks":         {`loss_chunks=8`},
-			"offload":             {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
-			"expandable_segments": {`expandable_segments=True`},
-			"vllm_sleep":          {`preference=grpo(completion=1024, beta=0.0, vllm="colocate", vllm_memory=0.3, sleep=True, trl="1.15")`},
-		}},
+		}), Fit, plus(quickstartChanges, "vllm_sleep",
+			`preference=grpo(completion=1024, beta=0.0, vllm="colocate", vllm_memory=0.3, sleep=True, trl="1.15")`)},
 		{"batch 12, full checkpointing, for speed", with(func(p *core.Plan) {
 			p.Batch, p.GradAccum, p.Checkpoint = 12, 4, core.Checkpoint{Mode: "full", Every: 1, Reentrant: true}
 			p.Optimizer.Impl = "fused"
