@@ -12,10 +12,11 @@ import (
 	"github.com/memsh/memsh/jsondoc"
 )
 
-// TestJSONEveryExit holds memsh check --json and memsh fit --json to one
-// JSON document on stdout on every exit, its last line, with the exit
-// code the command returns: check's verdict ("kind": "check", its error
-// when it exits 2), fit's report or its error ("kind": "error"). A
+// TestJSONEveryExit holds memsh check --json, fit --json and run --json
+// to one JSON document on stdout on every exit, its last line, with the
+// exit code the command returns: check's verdict ("kind": "check", its
+// error when it exits 2), fit's report or its error ("kind": "error"),
+// run's last emitted document or its error. A
 // --json user read nothing on stdout when check refused a config or a
 // plan, or when a flag was wrong (leftovers_s45).
 func TestJSONEveryExit(t *testing.T) {
@@ -32,6 +33,9 @@ func TestJSONEveryExit(t *testing.T) {
 	gpt2 := write("gpt2.json", `{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 256}`)
 	wide := write("wide.json", `{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 256, "n_head": 4, "n_layer": 2, "n_positions": 1024, "vocab_size": 50000}`)
 	broken := write("broken.json", "{")
+	emits := write("emits.star", "emit({\"a\": 1})\n")
+	fails := write("fails.star", "emit({\"a\": 1})\nfail(\"stop here\")\n")
+	refused := write("refused.star", "m = hf_config(\"gpt2.json\")\nemit(1)\nsimulate(train(m, batch = 1, seq = 1024, gpu = \"H100\"))\n")
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -55,6 +59,11 @@ func TestJSONEveryExit(t *testing.T) {
 		{"fit malformed config", []string{"fit", "--json", broken, "--seq", "64"}, 1, jsondoc.KindError, "malformed", "cut short"},
 		{"fit no --seq", []string{"fit", "--json", gpt2}, 2, jsondoc.KindError, "fit needs --seq N", ""},
 		{"fit unknown flag", []string{"fit", "--json", gpt2, "--sequence", "8"}, 2, jsondoc.KindError, "did you mean --seq?", ""},
+		{"run emits", []string{"run", "--json", emits}, 0, jsondoc.KindValue, "", ""},
+		{"run fails after a value", []string{"run", "--json", fails}, 1, jsondoc.KindError, "stop here", ""},
+		{"run refused plan", []string{"run", "--json", refused}, 1, jsondoc.KindError, "exceeds the 128 learned positions", "use seq <= 128"},
+		{"run missing script", []string{"run", "--json", filepath.Join(dir, "nope.star")}, 1, jsondoc.KindError, "no such file", ""},
+		{"run unknown flag", []string{"run", "--json", "--bogus", emits}, 2, jsondoc.KindError, "unknown flag --bogus", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -12,11 +12,11 @@ import (
 	"github.com/memsh/memsh/jsondoc"
 )
 
-// jsonVerdict is what memsh check --json and memsh fit --json owe their
-// user on every exit: one JSON document on stdout, the last line, with
-// the exit code in it (docs/json.md). check's verdict is written by
-// runCheck when a step was replayed; on any other exit, and on fit's
-// errors, exitCode writes it from the error (writeJSONError).
+// jsonVerdict is what memsh check --json, fit --json and run --json owe
+// their user on every exit: one JSON document on stdout, the last line,
+// with the exit code in it (docs/json.md). check's verdict is written by
+// runCheck when a step was replayed; on any other exit, and on fit's and
+// run's errors, exitCode writes it from the error (writeJSONError).
 type jsonVerdict struct {
 	config  string            // check's or fit's config operand, once read
 	res     *importers.Result // check's import, once it succeeded
@@ -27,8 +27,9 @@ type jsonVerdict struct {
 }
 
 // jsonCommands are the commands that write a last document with their
-// verdict or error under --json.
-var jsonCommands = []string{"check", "fit"}
+// verdict or error under --json: run's and fit's "error" document when
+// they fail, check's verdict on every exit.
+var jsonCommands = []string{"check", "fit", "run"}
 
 // jsonVerdictCommand is the command of args that owes a --json verdict,
 // or "". The flags may not have been parsed when a flag was wrong
@@ -57,9 +58,9 @@ func (e *env) jsonVerdictCommand(args []string) string {
 	return ""
 }
 
-// writeJSONError writes the last document of cmd (check or fit) after
-// err, which exits with code: check's verdict with the error in it,
-// fit's "error" document.
+// writeJSONError writes the last document of cmd (check, fit or run)
+// after err, which exits with code: check's verdict with the error in it,
+// fit's and run's "error" document.
 func (e *env) writeJSONError(cmd string, err error, code int) {
 	je := jsonErrorOf(e.ctx, err, e.json.scriptErr)
 	je.Exit = code
