@@ -2,8 +2,6 @@ package importers
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // hfPreferenceKeys are keys of TRL's preference configs (DPOConfig, and
@@ -104,22 +102,16 @@ func hfPreference(t *tree) (string, error) {
 // 1.13.
 func hfDPORelease(t *tree) (string, error) {
 	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0"
-	raw, _ := t.get(key)
-	if raw == nil {
-		return "1.15", nil
-	}
-	if _, err := hfTRL(t); err != nil { // its form
-		return "", err
-	}
-	parts := strings.Split(raw.(string), ".")
-	major, _ := strconv.Atoi(parts[0])
-	minor, _ := strconv.Atoi(parts[1])
+	major, minor, set, err := hfTRLRelease(t)
 	switch {
-	case major > 1 || (major == 1 && minor >= 15):
+	case err != nil:
+		return "", err
+	case !set || trlFusedHead(major, minor):
 		return "1.15", nil
 	case major == 1 && minor >= 8 && minor <= 13:
 		return "1.8", nil
 	}
+	raw, _ := t.get(key)
 	return "", t.errorf(key, hint+" (1.8 to 1.13, or 1.15 and later)", "DPOTrainer of TRL %s is not modelled", raw.(string))
 }
 

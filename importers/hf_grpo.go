@@ -127,19 +127,11 @@ func hfGRPO(t *tree) (string, error) {
 // entropy_from_logits' copy: not modelled).
 func hfGRPORelease(t *tree) error {
 	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0 (1.15 and later)"
-	raw, _ := t.get(key)
-	if raw == nil {
-		return nil
-	}
-	if _, err := hfTRL(t); err != nil { // its form
+	major, minor, set, err := hfTRLRelease(t)
+	if err != nil || !set || trlFusedHead(major, minor) {
 		return err
 	}
-	parts := strings.Split(raw.(string), ".")
-	major, _ := strconv.Atoi(parts[0])
-	minor, _ := strconv.Atoi(parts[1])
-	if major > 1 || (major == 1 && minor >= 15) {
-		return nil
-	}
+	raw, _ := t.get(key)
 	return t.errorf(key, hint, "GRPOTrainer of TRL %s is not modelled: before 1.15 it made the completion tokens' logits", raw.(string))
 }
 

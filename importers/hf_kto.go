@@ -2,8 +2,6 @@ package importers
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // hfKTONoEffect are KTOConfig's keys (trl/trainer/kto_config.py, 1.8.0 and
@@ -64,21 +62,15 @@ func hfKTO(t *tree) (string, error) {
 // the log-softmax: not modelled).
 func hfKTORelease(t *tree) (string, error) {
 	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0"
-	raw, _ := t.get(key)
-	if raw == nil {
-		return "1.15", nil
-	}
-	if _, err := hfTRL(t); err != nil { // its form
-		return "", err
-	}
-	parts := strings.Split(raw.(string), ".")
-	major, _ := strconv.Atoi(parts[0])
-	minor, _ := strconv.Atoi(parts[1])
+	major, minor, set, err := hfTRLRelease(t)
 	switch {
-	case major > 1 || (major == 1 && minor >= 15):
+	case err != nil:
+		return "", err
+	case !set || trlFusedHead(major, minor):
 		return "1.15", nil
 	case major == 1 && minor == 8:
 		return "1.8", nil
 	}
+	raw, _ := t.get(key)
 	return "", t.errorf(key, hint+" (1.8, or 1.15 and later)", "KTOTrainer of TRL %s is not modelled", raw.(string))
 }

@@ -59,11 +59,7 @@ func referenceBytes(plan *core.Plan, prog *core.Program) int64 {
 	var bytes int64
 	for _, p := range prog.Params {
 		if strings.HasPrefix(p.Name, core.RefCopy+".") && p.TiedTo < 0 {
-			dt := p.DType
-			if dt == units.InvalidDType {
-				dt = plan.Precision.Params
-			}
-			bytes += dt.Bytes(p.Numel)
+			bytes += p.Stored(plan.Precision).Bytes(p.Numel)
 		}
 	}
 	return bytes
@@ -113,11 +109,7 @@ func gatheredPolicyBytes(plan *core.Plan, prog *core.Program) (int64, bool) {
 		if p.Quant != "" {
 			return 0, false
 		}
-		dt := p.DType
-		if dt == units.InvalidDType {
-			dt = plan.Precision.Params
-		}
-		bytes += dt.Bytes(p.FullNumel)
+		bytes += p.Stored(plan.Precision).Bytes(p.FullNumel)
 	}
 	return bytes, true
 }
