@@ -23,7 +23,9 @@ import (
 // and skipped, no file is read or written (every path exists: a name
 // with an extension as a file, any other as a folder, so that both
 // [ -f train.py ] and cd "$MEGATRON" pass; a file opens empty), and the launch of the training script (the
-// command naming it) is captured: its arguments are the config.
+// command naming it) is captured: its arguments are the config. The
+// shells a command starts on a string (bash -c STRING) or on its standard
+// input (sbatch <<EOF) are read the same way.
 
 const (
 	// shellCalls bounds the commands a script may run before the reading
@@ -54,14 +56,16 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 			env = append(env, k+"="+v)
 		}
 	}
-	// newRunner makes an interpreter; a command running bash -c STRING
-	// (or sh -c) has STRING read by another, which shares the count of
-	// commands, the deadline and what was found (srun ... bash -c
-	// "${TRAINING_CMD}", as NVIDIA's Slurm scripts launch the job).
-	var newRunner func() (*interp.Runner, error)
-	newRunner = func() (*interp.Runner, error) {
+	// newRunner makes an interpreter with the job's environment and the
+	// variables exported to it; a command running bash -c STRING (or sh
+	// -c) has STRING read by another, which shares the count of commands,
+	// the deadline and what was found (srun ... bash -c "${TRAINING_CMD}",
+	// as NVIDIA's Slurm scripts launch the job), and so has a job script
+	// handed to sbatch, bash or sh on its standard input (stdinScript).
+	var newRunner func(exported []string) (*interp.Runner, error)
+	newRunner = func(exported []string) (*interp.Runner, error) {
 		return interp.New(
-			interp.Env(expand.ListEnviron(env...)),
+			interp.Env(expand.ListEnviron(append(append([]string(nil), env...), exported...)...)),
 			interp.Dir("/"), // stat on the real root, which always exists; nothing is read there
 			interp.StdIO(nil, io.Discard, io.Discard),
 			interp.CallHandler(func(ctx context.Context, a []string) ([]string, error) {
@@ -83,8 +87,16 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 					if other == "" {
 						other = otherLauncher(a)
 					}
-					if c, ok := shellString(a); ok && !found {
+					if found {
+						return nil
+					}
+					if c, ok := shellString(a); ok {
 						return runString(ctx, newRunner, c)
+					}
+					if stdinScript(a) {
+						if c, ok := readStdin(ctx); ok {
+							return runString(ctx, newRunner, c)
+						}
 					}
 					return nil // nothing runs
 				}
@@ -99,7 +111,7 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 			interp.AccessHandler(func(ctx context.Context, p string, mode interp.AccessMode) error { return nil }),
 		)
 	}
-	runner, err := newRunner()
+	runner, err := newRunner(nil)
 	if err != nil {
 		return nil, "", &Error{File: file, Msg: err.Error()}
 	}
@@ -145,14 +157,80 @@ func shellString(a []string) (string, bool) {
 	return "", false
 }
 
-// runString reads STRING as the shell a command starts would (a parse
-// error leaves it unread, as a command memsh skips).
-func runString(ctx context.Context, newRunner func() (*interp.Runner, error), c string) error {
+// stdinScript says whether command a runs a shell script read from its
+// standard input: sbatch handed no script file ("If no script is given,
+// sbatch reads the script from standard input", sbatch(1): sbatch
+// --nodes=2 <<EOF ... EOF), or bash or sh with no FILE (bash -s <<EOF).
+// A word with a shell script's extension is sbatch's script file, which
+// memsh does not read (sbatch's options with a separate value, -N 2,
+// make any other word ambiguous).
+func stdinScript(a []string) bool {
+	if len(a) == 0 {
+		return false
+	}
+	switch path.Base(a[0]) {
+	case "sbatch":
+		for _, x := range a[1:] {
+			switch path.Ext(x) {
+			case ".sh", ".bash", ".sbatch", ".slurm", ".job":
+				return false
+			}
+		}
+		return true
+	case "bash", "sh":
+		for _, f := range a[1:] {
+			switch {
+			case f == "-s" || strings.HasPrefix(f, "-") && !strings.HasPrefix(f, "--") && strings.Contains(f, "s"):
+				return true // -s: the script is standard input, the words after it its arguments
+			case !strings.HasPrefix(f, "-"):
+				return false // bash FILE
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// stdinLimit bounds the script read from a command's standard input.
+const stdinLimit = 1 << 20
+
+// readStdin is what the command a handler runs would read on its
+// standard input (a heredoc's text, after the outer shell expanded it
+// unless its delimiter is quoted), and whether there is any.
+func readStdin(ctx context.Context) (string, bool) {
+	in := interp.HandlerCtx(ctx).Stdin
+	if in == nil {
+		return "", false
+	}
+	b, err := io.ReadAll(io.LimitReader(in, stdinLimit))
+	if err != nil || len(b) == 0 {
+		return "", false
+	}
+	return string(b), true
+}
+
+// exportedVars are the variables the command a handler runs inherits
+// (export X=...), as NAME=value.
+func exportedVars(ctx context.Context) []string {
+	var out []string
+	interp.HandlerCtx(ctx).Env.Each(func(name string, vr expand.Variable) bool {
+		if vr.Exported && vr.Kind == expand.String {
+			out = append(out, name+"="+vr.String())
+		}
+		return true
+	})
+	return out
+}
+
+// runString reads STRING as the shell a command starts would, with the
+// variables the command inherits (a parse error leaves it unread, as a
+// command memsh skips).
+func runString(ctx context.Context, newRunner func([]string) (*interp.Runner, error), c string) error {
 	prog, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(c), "")
 	if err != nil {
 		return nil
 	}
-	r, err := newRunner()
+	r, err := newRunner(exportedVars(ctx))
 	if err != nil {
 		return err
 	}

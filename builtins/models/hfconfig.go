@@ -257,14 +257,14 @@ func HfConfigBuiltins() []host.Builtin {
 			"dbrx (DBRX Instruct and Base, transformers 5.15) reads d_model, n_heads, n_layers and the nested attn_config and ffn_config: bias-free LayerNorms, a fused Wqkv clamped to attn_config.clip_qkv (required: 5.25's clamp cannot run without it), and moe_num_experts experts stored as ffn.experts.mlp.w1, v1 and w2 behind ffn.router.layer's softmax, run by DBRX's own loop (experts= is refused); moe_jitter_eps, 0.0 included, keeps its router noise for the backward. " +
 			"mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
-			"attn=\"eager\"; falcon_mamba (falcon-mamba-7b, transformers 5.25) always runs that PyTorch loop (5.25 has no fused path for its weightless dt, B and C norms; no SDPA path: attn=\"sdpa\" runs as eager). transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
+			"attn=\"eager\"; falcon_mamba (falcon-mamba-7b, transformers 5.25) always runs that PyTorch loop (5.25 has no fused path for its weightless dt, B and C norms; no SDPA path: attn=\"sdpa\" runs as eager). transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026; a later release is refused: memsh has not read it); " +
 			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: " +
 			"phi needs 4.37, " +
 			"starcoder2 and cohere 4.39, " +
 			"stablelm 4.38 (before 4.40 without SDPA: attn=\"sdpa\" runs eager; use_parallel_residual refused), " +
 			"olmo 4.40, " +
 			"nanochat 5.0, " +
-			"nemotron 4.44, " +
+			"nemotron 4.44, nemotron_h 4.48 (its E layers 5.3), " +
 			"gpt_bigcode 4.54, " +
 			"gpt_neo 5.0, " +
 			"gpt_oss 4.55, " +

@@ -218,6 +218,9 @@ type Options struct {
 // FromConfigOptions builds the model a config.json describes, with opts.
 func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	attn, arch := opts.Attn, opts.Arch
+	if err := checkRelease(opts.Transformers); err != nil {
+		return nil, err
+	}
 	c, err := parseHFConfig(data)
 	if err != nil {
 		return nil, err

@@ -103,7 +103,17 @@ var textFamiliesMZ = []hfFamily{
 	// rotary forward's form, eager's mask slice (a view) and the cache's
 	// name (diff read): the same tensors.
 	{modelType: "nanochat", prefix: "NanoChat", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
-	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	// nemotron_h: Nemotron-H, Nemotron Nano 2, Nemotron 3. From 5.3
+	// transformers' models/nemotron_h (nemotronLibrarySince); before it the
+	// hub's modeling_nemotron_h.py under trust_remote_code, which imports
+	// ALL_ATTENTION_FUNCTIONS from transformers.modeling_utils (NVIDIA's
+	// file as nvidia-cosmos/cosmos-rl copies it,
+	// nemotron_vl/nemotron_vl_overwrite/modeling_nemotron_h.py): first in
+	// the 4.48.0 wheel's modeling_utils.py (absent from 4.47.1's), so an
+	// older release cannot load the model at all. nemotron_h.go.
+	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", modelBaseSince: nemotronLibrarySince, heads: decoderHeads, build: buildNemotronH, since: [2]int{4, 48},
+		sinceWhy: "before 5.3 the hub's modeling_nemotron_h.py under trust_remote_code, which imports ALL_ATTENTION_FUNCTIONS from transformers.modeling_utils, first in 4.48",
+		experts:  &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// olmo: OLMo-1B-hf, OLMo-7B-hf; 4.40.0 is the first wheel with
 	// models/olmo (4.39.3, 4.38.2, 4.38.0 and 4.37.2 have none). decoder.go.
 	{modelType: "olmo", prefix: "Olmo", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 40}},

@@ -1,9 +1,12 @@
 package hf
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // TestFamiliesSince: a model type is refused under a transformers
@@ -24,6 +27,7 @@ func TestFamiliesSince(t *testing.T) {
 		{"qwen3-8b.json", "4.50.3", "4.51.0", `model_type "qwen3" needs transformers 4.51 or later`},
 		{"qwen3_moe-tiny.json", "4.50.3", "4.51.0", `model_type "qwen3_moe" needs transformers 4.51 or later`},
 		{"deepseek-v2-tiny.json", "4.53.0", "4.54.0", `model_type "deepseek_v2" needs transformers 4.54 or later`},
+		{"nemotron-h-8b-base-8k.json", "4.47.1", "4.48.0", `model_type "nemotron_h" needs transformers 4.48 or later`},
 	} {
 		data, err := os.ReadFile("../testdata/hf/" + tc.file)
 		if err != nil {
@@ -34,6 +38,39 @@ func TestFamiliesSince(t *testing.T) {
 		}
 		if _, err := FromConfigOptions(data, Options{Attn: "sdpa", Transformers: tc.from}); err != nil {
 			t.Errorf("%s under %s: %v", tc.file, tc.from, err)
+		}
+	}
+}
+
+// TestTransformersNewerRefused: a release after the newest memsh has read
+// (DefaultTransformers) is refused with a hint naming it, where
+// transformers="6.0" built the model as 5.25 silently; a patch release of
+// the newest is taken, as is anything older.
+func TestTransformersNewerRefused(t *testing.T) {
+	data, err := os.ReadFile("../testdata/hf/qwen3-8b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		version, want string
+	}{
+		{"6.0", `transformers "6.0" is newer than the releases memsh models (up to 5.25)`},
+		{"5.26.0", `transformers "5.26.0" is newer than the releases memsh models (up to 5.25)`},
+		{"5.25.3", ""},
+		{"5.25", ""},
+		{"4.57.1", ""},
+	} {
+		_, err := FromConfigOptions(data, Options{Attn: "sdpa", Transformers: tc.version})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("transformers=%q: %v", tc.version, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("transformers=%q: error %v, want one containing %s", tc.version, err, tc.want)
+		case tc.want != "":
+			var ue *units.Error
+			if !errors.As(err, &ue) || !strings.Contains(ue.Hint, `transformers="5.25.0"`) {
+				t.Errorf("transformers=%q: %v has no hint naming the release to pass", tc.version, err)
+			}
 		}
 	}
 }

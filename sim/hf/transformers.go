@@ -217,6 +217,32 @@ func parseTransformers(v string) ([2]int, error) {
 	return out, nil
 }
 
+// newestRelease is the newest transformers release memsh has read, the
+// major.minor of DefaultTransformers: what a later release changes
+// (modelling files, masks, experts, the loss) is unknown, so
+// checkRelease refuses it rather than build it as this one.
+func newestRelease() [2]int {
+	v, _ := parseTransformers(DefaultTransformers)
+	return v
+}
+
+// checkRelease refuses a transformers release that is no version or is
+// newer than newestRelease ("" is DefaultTransformers).
+func checkRelease(version string) error {
+	if version == "" {
+		return nil
+	}
+	v, err := parseTransformers(version)
+	if err != nil {
+		return err
+	}
+	if newest := newestRelease(); !atLeast(newest, v) {
+		return &units.Error{Msg: fmt.Sprintf("transformers %q is newer than the releases memsh models (up to %d.%d)", version, newest[0], newest[1]),
+			Hint: fmt.Sprintf("memsh has read transformers' wheels up to %s; a later release may build this model otherwise: pass transformers=%q to model it as that release does, or leave transformers out", DefaultTransformers, DefaultTransformers)}
+	}
+	return nil
+}
+
 // ropeCache is, for model_type modelType under transformers v, the
 // positions of the cos and sin tables each attention layer's rotary
 // embedding registers as buffers (nn.Attention.RopeCache), 0 for none:
