@@ -312,6 +312,17 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 	if err != nil {
 		return err
 	}
+	// ZeRO++ (runtime/zero/config.py: zero_quantized_weights,
+	// zero_quantized_gradients, zero_hpz_partition_size; off by default,
+	// as ms-swift's zero3 preset writes them): int8 copies of the weights
+	// gathered and of the gradients reduced, and hpZ's secondary shard
+	t.notModelledIf("zero_optimization.zero_quantized_weights", "ZeRO++'s weights gathered as int8 (qwZ): its quantized buffers, not replayed")
+	t.notModelledIf("zero_optimization.zero_quantized_gradients", "ZeRO++'s gradients reduced as int8 (qgZ): its quantized buffers, not replayed")
+	if n, err := t.integer("zero_optimization.zero_hpz_partition_size", 1, 1, 1<<16); err != nil {
+		return err
+	} else if n > 1 {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("zero_optimization.zero_hpz_partition_size: %d: ZeRO++'s secondary copy of the weights sharded within %d GPUs (hpZ), not replayed", n, n))
+	}
 	device := func(key string) (string, error) {
 		d, err := t.str(key, "none")
 		if err != nil {

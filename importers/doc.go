@@ -1,6 +1,6 @@
 // Package importers reads the configs trainers run (torchtune recipes,
 // torchtitan job files and Python configs, Hugging Face TrainingArguments, DeepSpeed configs,
-// Megatron-LM command lines, anemoi-training's Hydra configs) as those
+// Megatron-LM and ms-swift command lines, anemoi-training's Hydra configs) as those
 // trainers read them, with their defaults where a key is absent, and
 // writes the memsh plan of the same job as a Starlark script: the script a
 // user could have written, which memsh check runs (and --emit-star

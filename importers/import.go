@@ -89,11 +89,15 @@ type Result struct {
 // Error is a config the importer cannot turn into a plan: malformed,
 // unknown-version or contradictory, at a key of the file.
 type Error struct {
-	File string
-	Line int // 0 when unknown
-	Key  string
-	Msg  string
-	Hint string
+	// noLaunch: a job script without the launch the reader looks for
+	// (findLaunch), which another reader may read; stopped: its reading
+	// stopped first (a loop past shellCalls, shellTimeout)
+	noLaunch, stopped bool
+	File              string
+	Line              int // 0 when unknown
+	Key               string
+	Msg               string
+	Hint              string
 }
 
 func (e *Error) Error() string {
@@ -130,7 +134,7 @@ type trainer struct {
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, swiftTrainer, anemoiTrainer}
 
 func trainerNames() string {
 	var names []string
@@ -207,12 +211,16 @@ func pick(file string, data []byte, o Options) (*trainer, *tree, error) {
 	}
 	var lastErr error
 	for _, tr := range trainers {
-		if !slices.Contains(tr.exts, ext) {
-			continue
+		if !slices.Contains(tr.exts, ext) || shellStopped(lastErr) && slices.Contains(tr.exts, ".sh") {
+			continue // a job script that stopped one shell reader (past its commands or its deadline) stops the next alike
 		}
 		t, err := tr.read(file, data, o)
 		if err != nil {
-			lastErr = err
+			// a job script's reader that found no launch of its own keeps
+			// another reader's error about the launch it found
+			if lastErr == nil || !noLaunch(err) || noLaunch(lastErr) {
+				lastErr = err
+			}
 			continue
 		}
 		if tr.detect(t) {
@@ -232,4 +240,18 @@ func (tr *trainer) read(file string, data []byte, o Options) (*tree, error) {
 		return tr.parseOpts(file, data, o)
 	}
 	return tr.parse(file, data)
+}
+
+// noLaunch says whether err is a job script's reader finding no launch of
+// its own in it.
+func noLaunch(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.noLaunch
+}
+
+// shellStopped says whether err is a job script's reading that stopped
+// before it found a launch.
+func shellStopped(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.stopped
 }

@@ -157,22 +157,23 @@ func TestMegatronErrors(t *testing.T) {
 	const launch = "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --vocab-size 1000"
 	runErrorCases(t, []errorCase{
 		{name: "a script that never launches pretrain_gpt.py", file: "run.sh", config: "#!/bin/bash\necho hello\nnum_layers=4\n",
-			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},
+			want: "run.sh: the script never launches pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`", wantHint: "torchrun"},
 		// ms-swift's examples/megatron/lora/dense.sh (modelscope/ms-swift
 		// at 3602360), shortened: its own launcher, not pretrain_gpt.py
 		{name: "ms-swift's megatron sft", file: "dense.sh",
 			config:   "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True' \\\nNPROC_PER_NODE=2 \\\nmegatron sft \\\n    --model Qwen/Qwen2.5-7B-Instruct \\\n    --tuner_type lora \\\n    --tensor_model_parallel_size 2 \\\n    --micro_batch_size 16\n",
-			want:     "dense.sh: the script runs ms-swift's `megatron sft`, not pretrain_gpt.py: memsh check does not read ms-swift's arguments",
+			opts:     Options{Trainer: "megatron"},
+			want:     "dense.sh: the script runs ms-swift's `megatron sft`, not pretrain_gpt.py",
 			wantHint: `precision="megatron"`},
-		{name: "ms-swift's swift sft", file: "sft.sh", config: "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen3-8B --tuner_type lora\n",
-			want: "sft.sh: the script runs ms-swift's `swift sft`, not pretrain_gpt.py: memsh check does not read ms-swift's arguments", wantHint: "hf_config"},
+		{name: "ms-swift's swift sft", file: "sft.sh", config: "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen3-8B --tuner_type lora\n", opts: Options{Trainer: "megatron"},
+			want: "sft.sh: the script runs ms-swift's `swift sft`, not pretrain_gpt.py", wantHint: "--trainer swift"},
 		// Megatron-LM's examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh
 		// at d98e8a6: bash keeps the word, mvdan.cc/sh refuses it
 		{name: "a word bash reads and mvdan.cc/sh does not", file: "run.sh", config: "ARGS=(\n    --moe-layer-freq [0]*3+[1]*58\n)\n",
 			want: "run.sh:2: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `[x]` must be followed by `=`", wantHint: "quote it ('[0]*3+[1]*58')"},
 		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `if` must be followed by a statement list"},
 		{name: "a script that exits first", file: "run.sh", config: "exit 3\n" + launch + "\n",
-			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},
+			want: "run.sh: the script never launches pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`", wantHint: "torchrun"},
 		{name: "bash -c in a loop: the commands it runs count", file: "run.sh", config: "while :; do bash -c 'x=1; y=2'; done\n" + launch + "\n",
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
 		{name: "a script that loops for ever", file: "run.sh", config: "while :; do :; done\n" + launch + "\n",

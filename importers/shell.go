@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,18 +41,51 @@ const (
 // first command that runs the training script whose base name is script
 // (pretrain_gpt.py), with the launcher's name.
 func launchArgs(file string, data []byte, script string, getenv func(string) string) (args []string, launcher string, err error) {
+	l, err := findLaunch(file, data, getenv, script, "torchrun ... "+script+" --num-layers ...", func(a []string) ([]string, string, bool) {
+		for i, x := range a {
+			if path.Base(x) == script {
+				return a[i+1:], path.Base(a[0]), true
+			}
+		}
+		return nil, "", false
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return l.args, l.launcher, nil
+}
+
+// launch is the command of a job script that starts the training: its
+// arguments after what names it, the launcher's name, the variables
+// exported to it (NPROC_PER_NODE=8 swift sft ..., export MAX_PIXELS=...)
+// beyond the interpreter's own, and its line.
+type launch struct {
+	args     []string
+	launcher string
+	env      map[string]string
+	line     int
+}
+
+// baseEnv is the environment a script starts in: what a variable the
+// script sets is told from.
+var baseEnv = []string{"HOME=/home/user", "PWD=/job", "PATH=/usr/bin:/bin"}
+
+// findLaunch interprets a job script and returns the first command match
+// says launches the training (its arguments and the launcher's name);
+// what names that command in errors, example shows one.
+func findLaunch(file string, data []byte, getenv func(string) string, what, example string, match func(a []string) ([]string, string, bool)) (*launch, error) {
 	prog, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(data), file)
 	if err != nil {
 		var pe syntax.ParseError
 		if errors.As(err, &pe) {
-			return nil, "", &Error{File: file, Line: int(pe.Pos.Line()), Msg: "memsh's bash reader (mvdan.cc/sh) cannot parse the script: " + pe.Text, Hint: shellParseHint}
+			return nil, &Error{File: file, Line: int(pe.Pos.Line()), Msg: "memsh's bash reader (mvdan.cc/sh) cannot parse the script: " + pe.Text, Hint: shellParseHint}
 		}
-		return nil, "", &Error{File: file, Msg: "memsh's bash reader (mvdan.cc/sh) cannot parse the script: " + err.Error(), Hint: shellParseHint}
+		return nil, &Error{File: file, Msg: "memsh's bash reader (mvdan.cc/sh) cannot parse the script: " + err.Error(), Hint: shellParseHint}
 	}
-	found := false
+	var found *launch
 	other := "" // a trainer's launch of its own the script makes instead (otherLauncher)
 	calls := 0
-	env := []string{"HOME=/home/user", "PWD=/job", "PATH=/usr/bin:/bin"}
+	env := slices.Clone(baseEnv)
 	for _, k := range []string{"SLURM_NNODES", "SLURM_GPUS_ON_NODE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"} {
 		if v := getenv(k); v != "" {
 			env = append(env, k+"="+v)
@@ -79,15 +114,16 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 			}),
 			interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
 				return func(ctx context.Context, a []string) error {
-					for i, x := range a {
-						if !found && path.Base(x) == script {
-							found, args, launcher = true, append([]string(nil), a[i+1:]...), path.Base(a[0])
+					if found == nil {
+						if args, launcher, ok := match(a); ok {
+							hc := interp.HandlerCtx(ctx)
+							found = &launch{args: slices.Clone(args), launcher: launcher, env: exportedEnv(hc.Env), line: int(hc.Pos.Line())}
 						}
 					}
 					if other == "" {
 						other = otherLauncher(a)
 					}
-					if found {
+					if found != nil {
 						return nil
 					}
 					if c, ok := shellString(a); ok {
@@ -96,6 +132,12 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 					if stdinScript(a) {
 						if c, ok := readStdin(ctx); ok {
 							return runString(ctx, newRunner, c)
+						}
+					}
+					if len(a) > 0 && a[0] == "expr" {
+						if v, ok := exprValue(a[1:]); ok { // $(expr 16 / $nproc_per_node), as ms-swift's examples compute their accumulation
+							_, err := fmt.Fprintln(interp.HandlerCtx(ctx).Stdout, v)
+							return err
 						}
 					}
 					return nil // nothing runs
@@ -113,24 +155,75 @@ func launchArgs(file string, data []byte, script string, getenv func(string) str
 	}
 	runner, err := newRunner(nil)
 	if err != nil {
-		return nil, "", &Error{File: file, Msg: err.Error()}
+		return nil, &Error{File: file, Msg: err.Error()}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shellTimeout)
 	defer cancel()
 	runErr := runner.Run(ctx, prog)
-	if found {
-		return args, launcher, nil
+	if found != nil {
+		return found, nil
 	}
 	if _, exited := interp.IsExitStatus(runErr); runErr != nil && !exited {
-		return nil, "", &Error{File: file, Msg: "the script stopped before it launched " + script + ": " + runErr.Error(),
+		return nil, &Error{noLaunch: true, stopped: true, File: file, Msg: "the script stopped before it launched " + what + ": " + runErr.Error(),
 			Hint: "memsh reads the script as bash would, running no command"}
 	}
 	if other != "" {
-		return nil, "", &Error{File: file, Msg: "the script runs " + other + ", not " + script + ": memsh check does not read ms-swift's arguments",
-			Hint: "write the plan in Starlark: train(hf_config(\"config.json\"), ...) with the --model's config.json; Megatron-SWIFT (megatron sft/pt/rlhf) is precision=\"megatron\" with parallel(tp=..., pp=..., ep=..., distributed_optimizer=True) (docs/check.md)"}
+		return nil, &Error{noLaunch: true, File: file, Msg: "the script runs " + other + ", not " + what,
+			Hint: "memsh check reads ms-swift's `swift sft`, `swift pt` and `swift rlhf` with --trainer swift (or no --trainer); Megatron-SWIFT (megatron sft/pt/rlhf) is precision=\"megatron\" with parallel(tp=..., pp=..., ep=..., distributed_optimizer=True) in Starlark (docs/check.md)"}
 	}
-	return nil, "", &Error{File: file, Msg: "the script never launches " + script,
-		Hint: "memsh check reads the command line of a script that runs " + script + " (torchrun ... " + script + " --num-layers ...)"}
+	return nil, &Error{noLaunch: true, File: file, Msg: "the script never launches " + what,
+		Hint: "memsh check reads the command line of a script that runs " + what + " (" + example + ")"}
+}
+
+// exportedEnv is the variables of env exported to a command that the
+// interpreter did not start with.
+func exportedEnv(env expand.Environ) map[string]string {
+	base := map[string]string{}
+	for _, kv := range baseEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		base[k] = v
+	}
+	out := map[string]string{}
+	env.Each(func(name string, vr expand.Variable) bool {
+		if vr.Exported && vr.IsSet() && vr.Kind == expand.String {
+			if v := vr.String(); base[name] != v {
+				out[name] = v
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// exprValue is what expr(1) prints for A OP B over integers (+ - * / %),
+// as scripts compute a count ($(expr 16 / $nproc_per_node)); false for
+// anything else, which prints nothing.
+func exprValue(a []string) (int64, bool) {
+	if len(a) != 3 {
+		return 0, false
+	}
+	x, err1 := strconv.ParseInt(a[0], 10, 64)
+	y, err2 := strconv.ParseInt(a[2], 10, 64)
+	if err1 != nil || err2 != nil || x < -1<<40 || x > 1<<40 || y < -1<<40 || y > 1<<40 {
+		return 0, false
+	}
+	switch a[1] {
+	case "+":
+		return x + y, true
+	case "-":
+		return x - y, true
+	case "*":
+		return x * y, true
+	case "/", "%":
+		if y == 0 {
+			return 0, false
+		}
+		if a[1] == "/" {
+			return x / y, true
+		}
+		return x % y, true
+	}
+	return 0, false
 }
 
 // shellString is the STRING of a command that runs a shell on it

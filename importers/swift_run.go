@@ -1,0 +1,246 @@
+package importers
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// swiftPresets are ms-swift's --deepspeed and --fsdp presets, its own
+// files (swift_config/README.md names their commit).
+//
+//go:embed swift_config/*.json
+var swiftPresets embed.FS
+
+// swiftPresetDir is where ms-swift keeps them (swift/config), the name
+// memsh gives a preset in its messages.
+const swiftPresetDir = "swift/config/"
+
+// swiftData is the rows: --max_length (or --seq), --packing and
+// --padding_free (one row of the batch's rows laid end to end), and the
+// attention kernel they need.
+func swiftData(t *tree, o Options) error {
+	n, err := t.integer("max_length", 0, 1, 1<<24)
+	if err != nil {
+		return err
+	}
+	if n == 0 && o.Seq == 0 {
+		return &Error{File: t.file, Key: "max_length", Msg: "missing: ms-swift then cuts rows at the model's max_model_len, which memsh does not read",
+			Hint: "give the script's --max_length 2048, or the tokens per row: --seq N"}
+	}
+	if n == 0 {
+		n = o.Seq
+	}
+	packing, err := t.boolean("packing", false)
+	if err != nil {
+		return err
+	}
+	free, err := t.boolean("padding_free", false)
+	if err != nil {
+		return err
+	}
+	attn, err := t.str("attn_impl", "")
+	if err != nil {
+		return err
+	}
+	impl, ok := map[string]string{"": "sdpa", "sdpa": "sdpa", "eager": "eager", "flash_attn": "flash_attention_2", "flash_attention_2": "flash_attention_2"}[attn]
+	if !ok {
+		return t.errorf("attn_impl", "flash_attn, sdpa or eager", "attention %s is not modelled", quoteKey(attn))
+	}
+	if (packing || free) && impl != "flash_attention_2" {
+		feature := "packing"
+		if !packing {
+			feature = "padding_free"
+		}
+		return t.errorf(feature, "ms-swift raises the same: add --attn_impl flash_attn", "needs a flash attention implementation (sft_args.py _check_padding_free)")
+	}
+	if packing { // a packed row is packing_length tokens, max_length unless given (BaseArguments.__post_init__)
+		if n, err = t.integer("packing_length", n, 1, 1<<24); err != nil {
+			return err
+		}
+	}
+	t.derive("max_length", n, "max_length")
+	t.derive("attn_implementation", impl, "attn_impl")
+	if !packing && !free && o.Seq == 0 {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("max_length: unpacked rows are padded to the batch's longest, at most %d tokens: memsh replays rows of %d (--seq N for another length)", n, n))
+	}
+	if sp, err := t.integer("sequence_parallel_size", 1, 1, 1<<16); err != nil {
+		return err
+	} else if sp > 1 {
+		return t.errorf("sequence_parallel_size", "leave it out, or write the plan in Starlark with parallel(cp = ...)", "ms-swift's sequence parallelism (Ulysses or ring attention over %d GPUs) is not modelled", sp)
+	}
+	for _, k := range []string{"max_pixels", "env.MAX_PIXELS", "env.MIN_PIXELS", "env.VIDEO_MAX_PIXELS", "env.FPS_MAX_FRAMES", "env.IMAGE_MAX_TOKEN_NUM", "env.VIDEO_MAX_TOKEN_NUM"} {
+		if v, _ := t.get(k); v != nil {
+			t.notModelled = append(t.notModelled, fmt.Sprintf("%s: %v: a multimodal model's image or video sizes, which decide its vision tokens: memsh replays text rows of max_length", k, v))
+		}
+	}
+	return nil
+}
+
+// swiftDeepSpeed is --deepspeed: one of ms-swift's presets (zero0 ...
+// zero3_offload), a JSON file, or inline JSON (json_parse_to_dict), set
+// as the key the hf importer reads, with o.ReadFile serving the presets
+// and the inline text; and --zero_hpz_partition_size (ZeRO++'s
+// hierarchical partition) and --deepspeed_autotp_size (AutoTP). It says
+// whether DeepSpeed runs.
+func swiftDeepSpeed(t *tree, o *Options) (bool, error) {
+	v, _ := t.get("deepspeed")
+	if v == nil {
+		for _, k := range []string{"zero_hpz_partition_size", "deepspeed_autotp_size"} {
+			if x, _ := t.get(k); x != nil {
+				return false, t.errorf(k, "ms-swift asserts it: add --deepspeed zero3 (or zero2)", "needs --deepspeed")
+			}
+		}
+		return false, nil
+	}
+	s, ok := v.(string)
+	if !ok || s == "" {
+		return false, t.errorf("deepspeed", "zero2, zero3, zero3_offload, or a DeepSpeed config's path", "want a preset or a path, got %s", describe(v))
+	}
+	read := o.ReadFile
+	switch {
+	case strings.HasPrefix(strings.TrimSpace(s), "{"):
+		name := "deepspeed (inline JSON)"
+		t.derive("deepspeed", name, "deepspeed")
+		o.ReadFile = func(n string) ([]byte, error) {
+			if n == name {
+				return []byte(s), nil
+			}
+			return read(n)
+		}
+	case swiftIsPreset(s, "zero0", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload"):
+		name := swiftPresetDir + s + ".json"
+		t.derive("deepspeed", name, "deepspeed")
+		o.ReadFile = func(n string) ([]byte, error) {
+			if n == name {
+				return swiftPresets.ReadFile("swift_config/" + s + ".json")
+			}
+			return read(n)
+		}
+	}
+	if hpz, err := t.integer("zero_hpz_partition_size", 0, 1, 1<<16); err != nil {
+		return false, err
+	} else if hpz > 1 { // ms-swift writes it into the config's zero_optimization (_init_deepspeed)
+		t.notModelled = append(t.notModelled, fmt.Sprintf("zero_hpz_partition_size: %d: ZeRO++'s secondary copy of the weights sharded within %d GPUs (hpZ), not replayed", hpz, hpz))
+	}
+	if v, _ := t.get("deepspeed_autotp_size"); v != nil {
+		return false, t.errorf("deepspeed_autotp_size", "leave it out, or write the plan in Starlark with parallel(tp = ...)", "DeepSpeed's AutoTP tensor parallelism is not modelled")
+	}
+	return true, nil
+}
+
+// swiftIsPreset says whether s names one of ms-swift's presets.
+func swiftIsPreset(s string, names ...string) bool {
+	for _, n := range names {
+		if s == n {
+			return true
+		}
+	}
+	return false
+}
+
+// swiftBatch is TrainArgumentsMixin's batch: per_device_train_batch_size
+// 1, and gradient_accumulation_steps ceil(16 / batch / world size) when
+// unset (swift/trainers/arguments.py __post_init__).
+func swiftBatch(t *tree, world int64) error {
+	batch, err := t.integer("per_device_train_batch_size", 1, 1, 1<<24)
+	if err != nil {
+		return err
+	}
+	swiftDefault(t, "per_device_train_batch_size", batch)
+	if v, _ := t.get("gradient_accumulation_steps"); v == nil {
+		swiftDefault(t, "gradient_accumulation_steps", max(1, (16+batch*world-1)/(batch*world)))
+	}
+	return nil
+}
+
+// swiftDefault sets key to ms-swift's default v where the command line
+// gives none (or null), as its dataclass does before the Trainer reads it.
+func swiftDefault(t *tree, key string, v any) {
+	if l, ok := t.leaves[key]; !ok || l.value == nil {
+		l.value = v
+		t.leaves[key] = l
+	}
+}
+
+// swiftCheckpoint is gradient checkpointing (on by default), reentrant
+// as ms-swift asks unless gradient_checkpointing_kwargs say
+// (_fix_gradient_checkpointing: non-reentrant under DDP over several
+// processes, reentrant on one process and under DeepSpeed or FSDP).
+// It says whether checkpointing is on.
+func swiftCheckpoint(t *tree, world int64, ds bool) (bool, error) {
+	on, err := t.boolean("gradient_checkpointing", true)
+	if err != nil {
+		return false, err
+	}
+	swiftDefault(t, "gradient_checkpointing", on)
+	const kwargs = "gradient_checkpointing_kwargs"
+	if v, _ := t.get(kwargs); v != nil {
+		s, ok := v.(string)
+		var m map[string]any
+		if !ok || json.Unmarshal([]byte(s), &m) != nil {
+			return false, t.errorf(kwargs, `a JSON object: '{"use_reentrant": false}'`, "want a JSON object, got %s", describe(v))
+		}
+		for k, x := range m {
+			if f, isNum := x.(float64); isNum && f == float64(int64(f)) {
+				x = int64(f)
+			}
+			t.derive(kwargs+"."+k, x, kwargs)
+		}
+	}
+	if _, set := t.leaves[kwargs+".use_reentrant"]; !set {
+		fsdp, _ := t.get("fsdp")
+		sharded := ds || (fsdp != nil && fsdp != "" && fsdp != false)
+		t.derive(kwargs+".use_reentrant", !(world > 1 && !sharded), "gradient_checkpointing")
+	}
+	return on, nil
+}
+
+// swiftRefused refuses what ms-swift runs that memsh does not replay,
+// naming it: its own optimizers and tuners beside LoRA, LISA, GaLore.
+func swiftRefused(t *tree) error {
+	if opt, err := t.str("optimizer", ""); err != nil {
+		return err
+	} else if opt != "" {
+		return t.errorf("optimizer", "leave it out: the Trainer's --optim (adamw_torch_fused, ...) is modelled", "ms-swift's optimizer plugin %s is not modelled", quoteKey(opt))
+	}
+	for _, k := range []string{"use_galore", "lorap_lr_ratio"} {
+		if v, _ := t.get(k); v != nil && v != false {
+			return t.errorf(k, "leave it out, or write the plan in Starlark", "%s is not modelled", k)
+		}
+	}
+	if n, err := t.integer("lisa_activated_layers", 0, 0, 1<<16); err != nil {
+		return err
+	} else if n > 0 {
+		return t.errorf("lisa_activated_layers", "leave it out, or write the plan in Starlark", "LISA (%d layers trained at a time) is not modelled", n)
+	}
+	t.notModelledIf("rope_scaling", "the rotary embedding's scaling (the same tensors; a longer max_model_len)")
+	t.notModelledIf("neftune_noise_alpha", "NEFTune's noise added to the embeddings' output (a [batch, seq, hidden] transient)")
+	t.notModelledIf("enable_dft_loss", "DFT's loss weights each token's loss by its probability (per-token vectors beside the logits)")
+	t.notModelledIf("router_aux_loss_coef", "a MoE model's load-balancing loss over the router logits it returns (output_router_logits)")
+	t.notModelledIf("use_logits_to_keep", "the logits of the labelled positions only (logits_to_keep): memsh computes every position's")
+	return nil
+}
+
+// swiftNoEffect are ms-swift's arguments (and the variables its launcher
+// reads) that change nothing a memory replay sees: data, templates,
+// logging, saving, hub access, generation at evaluation, the ports of the
+// rendezvous.
+var swiftNoEffect = []string{
+	"dataset", "val_dataset", "cached_dataset", "cached_val_dataset", "split_dataset_ratio", "dataset_num_proc", "load_from_cache_file",
+	"dataset_shuffle", "val_dataset_shuffle", "streaming", "interleave_prob", "stopping_strategy", "shuffle_buffer_size", "download_mode",
+	"columns", "strict", "model_name", "model_author", "custom_dataset_info", "system", "template", "template_backend", "truncation_strategy",
+	"agent_template", "norm_bbox", "use_chat_template", "padding_side", "loss_scale", "response_prefix", "enable_thinking", "preserve_thinking",
+	"add_non_thinking_prefix", "disable_ignore_empty_think", "model_type", "model_revision", "use_hf", "hub_token", "external_plugins",
+	"custom_register_path", "seed", "add_version", "create_checkpoint_symlink", "load_args", "load_data_args", "lazy_tokenize",
+	"max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "num_beams", "stream", "stop_words", "logprobs",
+	"eval_strategy", "eval_steps", "eval_limit", "eval_use_evalscope", "eval_dataset", "eval_datasets", "eval_metric",
+	"predict_with_generate", "save_only_model", "save_safetensors", "max_shard_size", "safe_serialization", "acc_strategy",
+	"train_dataloader_shuffle", "dataloader_persistent_workers", "dataloader_prefetch_factor", "ddp_backend", "ignore_args_error",
+	"early_stop_interval", "callbacks", "check_model", "resume_only_model", "use_flash_ckpt", "max_epochs", "packing_num_proc",
+	"packing_strategy", "new_special_tokens", "swanlab_token", "swanlab_project", "swanlab_workspace", "swanlab_exp_name",
+	"swanlab_mode", "swanlab_notification_method", "swanlab_webhook_url", "swanlab_secret", "report_to",
+	"env.MASTER_ADDR", "env.MASTER_PORT", "env.NODE_RANK", "env.OMP_NUM_THREADS", "env.USE_HF", "env.HF_ENDPOINT", "env.WANDB_API_KEY",
+	"env.WANDB_PROJECT", "env.MODELSCOPE_CACHE", "env.HF_HOME", "env.SWANLAB_API_KEY", "env.SYSTEM_PROMPT", "env.NCCL_DEBUG",
+}
