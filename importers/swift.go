@@ -42,7 +42,7 @@ import (
 //     --padding_free need flash attention (sft_args.py _check_padding_free).
 var swiftTrainer = &trainer{
 	name:     "swift",
-	about:    "ms-swift's command line (a shell script running swift sft, swift pt or swift rlhf) with NPROC_PER_NODE, NNODES and CUDA_VISIBLE_DEVICES: --model, --tuner_type (or --train_type) lora or full, LoRA's rank/alpha/dropout/target_modules/lora_dtype, --torch_dtype, --max_length, --packing, --padding_free, --attn_impl, gradient checkpointing, batch and accumulation, --deepspeed's presets, --quant_method bnb",
+	about:    "ms-swift's command line (a shell script running swift sft or swift pt) with NPROC_PER_NODE, NNODES and CUDA_VISIBLE_DEVICES: --model, --tuner_type (or --train_type) lora or full, LoRA's rank/alpha/dropout/target_modules/lora_dtype, --torch_dtype, --max_length, --packing, --padding_free, --attn_impl, gradient checkpointing, batch and accumulation, --deepspeed's and --fsdp's presets, --quant_method bnb",
 	exts:     []string{".sh", ".bash"},
 	parse:    parseSwift,
 	modelKey: "model",
@@ -143,7 +143,7 @@ func swiftPlan(t *tree, o Options) (*plan, error) {
 			"Megatron-SWIFT (`%s`) is not read: memsh check reads `swift sft`, `swift pt` and `swift rlhf`", cmd)
 	}
 	if sub == "rlhf" {
-		return nil, t.errorf(swiftCommandKey, "write the plan in Starlark with preference = dpo(), kto() or grpo() (docs/dpo.md, kto.md, grpo.md)", "`swift rlhf` is not read yet")
+		return nil, swiftRLHF(t)
 	}
 	o, world, err := swiftWorld(t, o)
 	if err != nil {
@@ -179,6 +179,9 @@ func swiftPlan(t *tree, o Options) (*plan, error) {
 	if err := swiftFull(t, kind); err != nil {
 		return nil, err
 	}
+	if err := swiftMultimodal(t, o, kind); err != nil {
+		return nil, err
+	}
 	if err := swiftData(t, o); err != nil {
 		return nil, err
 	}
@@ -186,10 +189,17 @@ func swiftPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsdp, err := swiftFSDP(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if ds && fsdp {
+		return nil, t.errorf("fsdp", "ms-swift raises the same: keep one", "and deepspeed are both set")
+	}
 	if err := swiftBatch(t, world); err != nil {
 		return nil, err
 	}
-	if run.inputGrads, err = swiftCheckpoint(t, world, ds); err != nil { // enable_input_require_grads under checkpointing
+	if run.inputGrads, err = swiftCheckpoint(t, world, ds || fsdp); err != nil { // enable_input_require_grads under checkpointing
 		return nil, err
 	}
 	if err := swiftRefused(t); err != nil {
@@ -522,9 +532,10 @@ func swiftFull(t *tree, kind string) error {
 	if ratio != 0 && kind == "full" {
 		t.notModelled = append(t.notModelled, "freeze_parameters_ratio: the first "+strconv.FormatFloat(ratio*100, 'g', 4, 64)+"% of the parameters frozen (no gradient or AdamW state)")
 	}
-	// freeze_llm, freeze_vit, freeze_aligner: a multimodal model's towers
-	// (_init_multimodal_full); a text model has none
-	for _, k := range []string{"freeze_llm", "freeze_vit", "freeze_aligner", "vit_gradient_checkpointing", "vit_lr", "aligner_lr"} {
+	// a multimodal model's tower's checkpointing (vit_gradient_checkpointing:
+	// the tower runs under no_grad when frozen, swiftMultimodal) and its
+	// learning rates (param groups of the same optimizer)
+	for _, k := range []string{"vit_gradient_checkpointing", "vit_lr", "aligner_lr"} {
 		t.get(k)
 	}
 	return nil
@@ -541,4 +552,43 @@ func (t *tree) integerOrFloat(key string) (float64, error) {
 		return 0, t.errorf(key, "", "want a number, got %s", describe(v))
 	}
 	return f, nil
+}
+
+// swiftMultimodal lists what ms-swift freezes in a multimodal model (a
+// config.json with a vision_config) that memsh's plan trains: with
+// --freeze_vit and --freeze_aligner (true by default, TunerArguments)
+// LoRA's all-linear targets the language model's linear layers only and
+// a full fine-tune freezes the vision tower and the aligner
+// (tuner_args.py _init_multimodal_full, get_target_modules), where
+// lora(targets = ["all-linear"]) and a full plan train the tower's too.
+func swiftMultimodal(t *tree, o Options, kind string) error {
+	vit, err := t.boolean("freeze_vit", true)
+	if err != nil {
+		return err
+	}
+	aligner, err := t.boolean("freeze_aligner", true)
+	if err != nil {
+		return err
+	}
+	llm, err := t.boolean("freeze_llm", false)
+	if err != nil {
+		return err
+	}
+	if o.ModelData == nil {
+		return nil
+	}
+	mt, err := parseJSON(o.Model, o.ModelData)
+	if err != nil {
+		return err
+	}
+	multimodal := false
+	for k := range mt.leaves {
+		multimodal = multimodal || strings.HasPrefix(k, "vision_config.")
+	}
+	if multimodal && (vit || aligner || llm) {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("freeze_vit %v, freeze_aligner %v, freeze_llm %v: ms-swift trains only the parts not frozen "+
+			"(LoRA's all-linear on their linear layers, a %s fine-tune of them); memsh's plan makes the vision tower's and aligner's weights "+
+			"trainable too (adapters on their linear layers; in full, their gradients and optimizer states)", vit, aligner, llm, kind))
+	}
+	return nil
 }

@@ -169,7 +169,7 @@ func swiftDefault(t *tree, key string, v any) {
 // (_fix_gradient_checkpointing: non-reentrant under DDP over several
 // processes, reentrant on one process and under DeepSpeed or FSDP).
 // It says whether checkpointing is on.
-func swiftCheckpoint(t *tree, world int64, ds bool) (bool, error) {
+func swiftCheckpoint(t *tree, world int64, sharded bool) (bool, error) {
 	on, err := t.boolean("gradient_checkpointing", true)
 	if err != nil {
 		return false, err
@@ -190,8 +190,6 @@ func swiftCheckpoint(t *tree, world int64, ds bool) (bool, error) {
 		}
 	}
 	if _, set := t.leaves[kwargs+".use_reentrant"]; !set {
-		fsdp, _ := t.get("fsdp")
-		sharded := ds || (fsdp != nil && fsdp != "" && fsdp != false)
 		t.derive(kwargs+".use_reentrant", !(world > 1 && !sharded), "gradient_checkpointing")
 	}
 	return on, nil
@@ -219,7 +217,7 @@ func swiftRefused(t *tree) error {
 	t.notModelledIf("neftune_noise_alpha", "NEFTune's noise added to the embeddings' output (a [batch, seq, hidden] transient)")
 	t.notModelledIf("enable_dft_loss", "DFT's loss weights each token's loss by its probability (per-token vectors beside the logits)")
 	t.notModelledIf("router_aux_loss_coef", "a MoE model's load-balancing loss over the router logits it returns (output_router_logits)")
-	t.notModelledIf("use_logits_to_keep", "the logits of the labelled positions only (logits_to_keep): memsh computes every position's")
+	t.get("use_logits_to_keep") // read by ms-swift's DPO, KTO and GKD trainers only (mixin.py get_use_logits_to_keep): swift sft and pt run the whole logits
 	return nil
 }
 
@@ -243,4 +241,107 @@ var swiftNoEffect = []string{
 	"swanlab_mode", "swanlab_notification_method", "swanlab_webhook_url", "swanlab_secret", "report_to",
 	"env.MASTER_ADDR", "env.MASTER_PORT", "env.NODE_RANK", "env.OMP_NUM_THREADS", "env.USE_HF", "env.HF_ENDPOINT", "env.WANDB_API_KEY",
 	"env.WANDB_PROJECT", "env.MODELSCOPE_CACHE", "env.HF_HOME", "env.SWANLAB_API_KEY", "env.SYSTEM_PROMPT", "env.NCCL_DEBUG",
+}
+
+// swiftFSDP is --fsdp: ms-swift's fsdp2 preset (swift_config/fsdp2.json),
+// a JSON file or inline JSON, whose "fsdp" options (full_shard auto_wrap
+// unless given) and "fsdp_config" become the Trainer's (sft_args.py
+// _init_fsdp), fsdp_version 2 unless the config says. Its
+// activation_checkpointing (the preset's) turns gradient checkpointing
+// off (_check_fsdp2_compatibility) for accelerate's checkpoint wrapper
+// around each wrapped layer: non-reentrant, as Axolotl's reader reads the
+// same key (axolotl_fsdp.go). It says whether FSDP runs.
+func swiftFSDP(t *tree, o Options) (bool, error) {
+	v, _ := t.get("fsdp")
+	if v == nil || v == "" {
+		return false, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return false, t.errorf("fsdp", "fsdp2, or an FSDP config's path", "want a preset or a path, got %s", describe(v))
+	}
+	var data []byte
+	var err error
+	switch {
+	case s == "fsdp2":
+		data, err = swiftPresets.ReadFile("swift_config/fsdp2.json")
+	case strings.HasPrefix(strings.TrimSpace(s), "{"):
+		data = []byte(s)
+	case o.ReadFile == nil:
+		return false, t.errorf("fsdp", "--fsdp fsdp2, ms-swift's preset", "no file can be read here")
+	default:
+		data, err = o.ReadFile(s)
+	}
+	if err != nil {
+		return false, t.errorf("fsdp", "the path is read from the script's folder", "cannot read the FSDP config: %v", err)
+	}
+	var cfg struct {
+		FSDP   *string        `json:"fsdp"`
+		Config map[string]any `json:"fsdp_config"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return false, t.errorf("fsdp", `a JSON object with "fsdp" and "fsdp_config"`, "cannot read the FSDP config: %v", err)
+	}
+	opts := "full_shard auto_wrap"
+	if cfg.FSDP != nil {
+		opts = *cfg.FSDP
+	}
+	t.derive("fsdp", opts, "fsdp")
+	if _, ok := cfg.Config["fsdp_version"]; !ok {
+		if _, ok := cfg.Config["version"]; !ok {
+			t.derive("fsdp_config.fsdp_version", int64(2), "fsdp")
+		}
+	}
+	for k, x := range cfg.Config {
+		if f, isNum := x.(float64); isNum && f == float64(int64(f)) {
+			x = int64(f)
+		}
+		if k == "activation_checkpointing" || k == "fsdp_activation_checkpointing" {
+			if on, _ := x.(bool); on {
+				t.derive("gradient_checkpointing", true, "fsdp")
+				t.derive("gradient_checkpointing_kwargs.use_reentrant", false, "fsdp")
+			}
+			continue
+		}
+		// a key of the file's own: listed as not understood unless the
+		// Trainer's reading of fsdp_config reads it
+		t.leaves["fsdp_config."+k] = leaf{value: x, line: t.leaves["fsdp"].line}
+	}
+	// what happens outside the step: the checkpoints' format, the weights
+	// loaded on rank 0 and broadcast at setup
+	for _, k := range []string{"state_dict_type", "cpu_ram_efficient_loading"} {
+		t.get(hfFSDPKey(t, k))
+	}
+	// a unit a decoder layer (model._no_split_modules), as memsh wraps
+	if w, err := t.str(hfFSDPKey(t, "auto_wrap_policy"), "TRANSFORMER_BASED_WRAP"); err != nil {
+		return false, err
+	} else if w != "TRANSFORMER_BASED_WRAP" {
+		t.notModelled = append(t.notModelled, hfFSDPKey(t, "auto_wrap_policy")+": "+w+": units other than one a decoder layer")
+	}
+	return true, nil
+}
+
+// swiftRLHF refuses `swift rlhf`, by its --rlhf_type (dpo unless given:
+// RLHFArguments), naming what ms-swift runs that memsh's dpo(), kto() and
+// grpo() do not: its DPO and KTO trainers' own concatenated_forward
+// (swift/rlhf_trainers/dpo_trainer.py, kto_trainer.py at v4.5.2) computes
+// the logits of the positions from the batch's first label on only
+// (use_logits_to_keep, on by default for a text model:
+// mixin.py get_use_logits_to_keep, prepare_logits_to_keep) and frees the
+// policy's before the reference forward, where dpo() and kto() replay
+// TRL's, LLaMA-Factory's or torchtune's; its GRPO trainer is its own
+// (rollout, vLLM colocated or served, its loss), not TRL's GRPOTrainer.
+func swiftRLHF(t *tree) error {
+	kind, err := t.str("rlhf_type", "dpo")
+	if err != nil {
+		return err
+	}
+	const hint = "write the plan in Starlark with preference = dpo(...), kto(...) or grpo(...) as the nearest trainer memsh replays (docs/dpo.md, kto.md, grpo.md)"
+	switch kind {
+	case "dpo", "kto":
+		return t.errorf("rlhf_type", hint, "ms-swift's %s trainer is not modelled: its concatenated_forward computes the logits of the completion positions only (use_logits_to_keep) and frees the policy's before the reference forward, which dpo() and kto() do not replay", strings.ToUpper(kind))
+	case "grpo":
+		return t.errorf("rlhf_type", hint, "ms-swift's GRPO trainer (its own rollout, vLLM engine and loss, swift/rlhf_trainers/grpo_trainer.py) is not modelled")
+	}
+	return t.errorf("rlhf_type", hint, "rlhf_type %s is not modelled (memsh replays DPO, KTO and GRPO as TRL, LLaMA-Factory and torchtune run them)", quoteKey(kind))
 }

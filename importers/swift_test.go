@@ -105,15 +105,41 @@ func TestSwift(t *testing.T) {
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), batch = 1, seq = 2048, grad_accum = 4, precision = "bf16",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB", parallel = parallel(dp = 4))`,
 	}, {
-		// --lora_dtype bfloat16: the adapters in the weights' dtype
-		// (_cast_adapter_dtype_hook); PYTORCH_CUDA_ALLOC_CONF's expandable
-		// segments; fp32 weights under the Trainer's fp16 autocast
+		// --lora_dtype float32: PEFT's fp32 adapters, as without it;
+		// PYTORCH_CUDA_ALLOC_CONF's expandable segments; fp32 weights
+		// under the Trainer's fp16 autocast (_init_mixed_precision)
 		name: "lora_dtype, expandable segments and fp32 weights",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"lora_dtype=float32", "torch_dtype=float32", "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 1024, grad_accum = 16, precision = "fp16-mixed",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", expandable_segments = True)`,
+	}, {
+		// --fsdp fsdp2: ms-swift's preset (full_shard auto_wrap, FSDP2,
+		// activation_checkpointing: gradient checkpointing off for
+		// accelerate's non-reentrant checkpoint wrapper); accelerate
+		// accumulates FSDP2 gradients unsharded (fsdp_no_sync)
+		name:        "LoRA under ms-swift's fsdp2 preset",
+		file:        "swift/ddp_train.sh",
+		step:        hfStep(1, 8, 2, 2048),
+		opts:        Options{Overrides: []string{"fsdp=fsdp2", "gradient_checkpointing_kwargs=null"}},
+		notModelled: []string{swiftPadded},
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 2, fsdp = 2, fsdp_no_sync = True))`,
+	}, {
+		// a multimodal config.json: ms-swift's freeze_vit and
+		// freeze_aligner (true by default) listed; MAX_PIXELS listed
+		name:  "a vision-language model's frozen tower, listed",
+		file:  "swift/lora_sft.sh",
+		step:  hfStep(1, 16, 1, 2048),
+		opts:  Options{Model: "vl.json", Overrides: []string{"env.MAX_PIXELS=1003520"}},
+		files: map[string]string{"vl.json": "../../sim/testdata/hf/qwen2.5-vl-3b-instruct.json"},
+		notModelled: []string{
+			"freeze_vit true, freeze_aligner true, freeze_llm false: ms-swift trains only the parts not frozen (LoRA's all-linear on their linear layers, a lora fine-tune of them); memsh's plan makes the vision tower's and aligner's weights trainable too (adapters on their linear layers; in full, their gradients and optimizer states)",
+			swiftPadded, "env.MAX_PIXELS: 1003520: a multimodal model's image or video sizes, which decide its vision tokens: memsh replays text rows of max_length"},
+		hand: `plan = train(hf_config("vl.json", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
 	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
@@ -165,6 +191,16 @@ func TestSwiftErrors(t *testing.T) {
 			want: "run.sh:1: key optimizer: ms-swift's optimizer plugin muon is not modelled", wantHint: "--optim"},
 		{name: "AutoTP", file: "run.sh", config: "NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048 --deepspeed zero2 --deepspeed_autotp_size 2\n",
 			want: "run.sh:1: key deepspeed_autotp_size: DeepSpeed's AutoTP tensor parallelism is not modelled", wantHint: "tp"},
+		{name: "swift rlhf's DPO", file: "run.sh", config: cmd[:len("CUDA_VISIBLE_DEVICES=0 ")] + "swift rlhf --rlhf_type dpo --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",
+			want: "run.sh:1: key rlhf_type: ms-swift's DPO trainer is not modelled: its concatenated_forward computes the logits of the completion positions only (use_logits_to_keep) and frees the policy's before the reference forward, which dpo() and kto() do not replay", wantHint: "preference = dpo(...)"},
+		{name: "swift rlhf's default is DPO", file: "run.sh", config: "swift rlhf --model Qwen/Qwen2.5-7B-Instruct\n",
+			want: "run.sh: key rlhf_type: ms-swift's DPO trainer is not modelled: its concatenated_forward computes the logits of the completion positions only (use_logits_to_keep) and frees the policy's before the reference forward, which dpo() and kto() do not replay", wantHint: "docs/dpo.md"},
+		{name: "swift rlhf's GRPO", file: "run.sh", config: "swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n",
+			want: "run.sh:1: key rlhf_type: ms-swift's GRPO trainer (its own rollout, vLLM engine and loss, swift/rlhf_trainers/grpo_trainer.py) is not modelled", wantHint: "grpo(...)"},
+		{name: "swift rlhf's ORPO", file: "run.sh", config: "swift rlhf --rlhf_type orpo --model Qwen/Qwen2.5-7B-Instruct\n",
+			want: "run.sh:1: key rlhf_type: rlhf_type orpo is not modelled (memsh replays DPO, KTO and GRPO as TRL, LLaMA-Factory and torchtune run them)", wantHint: "Starlark"},
+		{name: "FSDP beside DeepSpeed", file: "run.sh", config: "NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048 --deepspeed zero2 --fsdp fsdp2\n",
+			want: "run.sh:1: key fsdp: and deepspeed are both set", wantHint: "keep one"},
 		{name: "a task other than causal LM", file: "run.sh", config: cmd + " --task_type seq_cls\n",
 			want: "run.sh:1: key task_type: task_type seq_cls is not modelled (its head and loss differ)", wantHint: "causal-LM"},
 	})
