@@ -195,35 +195,56 @@ func exportedEnv(env expand.Environ) map[string]string {
 	return out
 }
 
-// exprValue is what expr(1) prints for A OP B over integers (+ - * / %),
-// as scripts compute a count ($(expr 16 / $nproc_per_node)); false for
-// anything else, which prints nothing.
+// exprValue is what expr(1) prints for integers joined by + - * / %
+// (* / % before + -, each level from the left), as scripts compute a
+// count ($(expr 32 / $nproc_per_node / $nnodes)); false for anything
+// else, which prints nothing.
 func exprValue(a []string) (int64, bool) {
-	if len(a) != 3 {
+	if len(a) < 3 || len(a)%2 == 0 {
 		return 0, false
 	}
-	x, err1 := strconv.ParseInt(a[0], 10, 64)
-	y, err2 := strconv.ParseInt(a[2], 10, 64)
-	if err1 != nil || err2 != nil || x < -1<<40 || x > 1<<40 || y < -1<<40 || y > 1<<40 {
+	const bound, limit = 1 << 20, 1 << 40 // operands and products: no overflow
+	operand := func(s string) (int64, bool) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil && n >= -bound && n <= bound
+	}
+	// terms of + and -, each a product of * / %
+	sum, sign := int64(0), int64(1)
+	term, ok := operand(a[0])
+	if !ok {
 		return 0, false
 	}
-	switch a[1] {
-	case "+":
-		return x + y, true
-	case "-":
-		return x - y, true
-	case "*":
-		return x * y, true
-	case "/", "%":
-		if y == 0 {
+	for i := 1; i < len(a); i += 2 {
+		y, ok := operand(a[i+1])
+		if !ok {
 			return 0, false
 		}
-		if a[1] == "/" {
-			return x / y, true
+		switch a[i] {
+		case "*":
+			term *= y
+		case "/", "%":
+			if y == 0 {
+				return 0, false
+			}
+			if a[i] == "/" {
+				term /= y
+			} else {
+				term %= y
+			}
+		case "+", "-":
+			sum += sign * term
+			sign, term = 1, y
+			if a[i] == "-" {
+				sign = -1
+			}
+		default:
+			return 0, false
 		}
-		return x % y, true
+		if term < -limit || term > limit {
+			return 0, false
+		}
 	}
-	return 0, false
+	return sum + sign*term, true
 }
 
 // shellString is the STRING of a command that runs a shell on it

@@ -64,11 +64,21 @@ const swiftCommandKey = "launcher.command"
 func parseSwift(file string, data []byte) (*tree, error) {
 	// a script reaches this reader when the Megatron-LM reader found no
 	// pretrain_gpt.py in it: its messages name both
+	var runner []string // the launcher's command before swift/cli/sft.py
 	l, err := findLaunch(file, data, func(string) string { return "" }, "pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`",
 		"torchrun ... pretrain_gpt.py --num-layers ..., or NPROC_PER_NODE=8 swift sft --model Qwen/Qwen3-8B ...",
 		func(a []string) ([]string, string, bool) {
 			if len(a) >= 2 && swiftCommands[path.Base(a[0])][a[1]] {
 				return a[2:], path.Base(a[0]) + " " + a[1], true
+			}
+			// the entry point's file run by a launcher of the user's
+			// (torchrun ... swift/cli/sft.py, as examples/train/multi-node
+			// does), python or accelerate launch
+			for i, x := range a {
+				if dir, f := path.Split(x); strings.HasSuffix(dir, "swift/cli/") && swiftCommands["swift"][strings.TrimSuffix(f, ".py")] && path.Ext(f) == ".py" {
+					runner = a[:i]
+					return a[i+1:], "swift " + strings.TrimSuffix(f, ".py"), true
+				}
 			}
 			return nil, "", false
 		})
@@ -77,6 +87,9 @@ func parseSwift(file string, data []byte) (*tree, error) {
 	}
 	t := newTree(file)
 	t.leaves[swiftCommandKey] = leaf{value: l.launcher, line: l.line}
+	if err := swiftRunner(t, runner, l.line); err != nil {
+		return nil, err
+	}
 	for k, v := range l.env {
 		t.leaves["env."+k] = leaf{value: v, line: l.line}
 	}
@@ -228,11 +241,23 @@ func envOf(t *tree, name string) string {
 // sees (device_map, naive model parallelism) when it sees several. The
 // count is that of the script; --gpus and --nodes, when given, must agree.
 func swiftWorld(t *tree, o Options) (Options, int64, error) {
-	nproc, err := t.integer("env.NPROC_PER_NODE", 0, 1, 1<<16)
+	nprocKey, nnodesKey := "env.NPROC_PER_NODE", "env.NNODES"
+	runner, _ := t.str(swiftRunnerKey, "")
+	switch runner {
+	case "torchrun": // its own flags; one process on one node unless they say
+		nprocKey, nnodesKey = "launcher.nproc_per_node", "launcher.nnodes"
+		swiftDefault(t, nprocKey, int64(1))
+		for _, k := range []string{"env.NPROC_PER_NODE", "env.NNODES"} {
+			t.get(k) // torchrun's flags, not ms-swift's launcher, start the processes
+		}
+	case "python": // one process, as ms-swift's launcher without NPROC_PER_NODE
+		nprocKey, nnodesKey = swiftRunnerKey+".nproc", swiftRunnerKey+".nnodes" // never set
+	}
+	nproc, err := t.integer(nprocKey, 0, 1, 1<<16)
 	if err != nil {
 		return o, 0, err
 	}
-	nnodes, err := t.integer("env.NNODES", 0, 1, 1<<16)
+	nnodes, err := t.integer(nnodesKey, 0, 1, 1<<16)
 	if err != nil {
 		return o, 0, err
 	}
@@ -247,8 +272,12 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 			gpus = visible
 		}
 		if gpus > 1 {
-			return o, 0, t.errorf("env.NPROC_PER_NODE", fmt.Sprintf("NPROC_PER_NODE=%d runs one process a GPU (DDP, DeepSpeed); memsh replays that, not device_map's layers spread over GPUs", gpus),
-				"unset: ms-swift then runs one process over the %d GPUs it sees, the model's layers spread over them (device_map), which memsh does not model", gpus)
+			key, what := "env.NPROC_PER_NODE", "unset: ms-swift then runs"
+			if runner == "python" {
+				key, what = swiftRunnerKey, "python: ms-swift runs"
+			}
+			return o, 0, t.errorf(key, fmt.Sprintf("NPROC_PER_NODE=%d runs one process a GPU (DDP, DeepSpeed); memsh replays that, not device_map's layers spread over GPUs", gpus),
+				"%s one process over the %d GPUs it sees, the model's layers spread over them (device_map), which memsh does not model", what, gpus)
 		}
 		o.GPUs, o.Nodes = 1, 1
 		return o, 1, nil
@@ -258,13 +287,13 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 		nnodes = 1
 	}
 	if visible > 0 && visible < nproc {
-		return o, 0, t.errorf("env.NPROC_PER_NODE", "list a GPU for each process in CUDA_VISIBLE_DEVICES", "%d processes a node see %d GPUs", nproc, visible)
+		return o, 0, t.errorf(nprocKey, "list a GPU for each process in CUDA_VISIBLE_DEVICES", "%d processes a node see %d GPUs", nproc, visible)
 	}
 	if o.GPUs != 1 && o.GPUs != nproc {
-		return o, 0, t.errorf("env.NPROC_PER_NODE", "leave --gpus out, or give the script's count", "%d processes a node, where --gpus says %d", nproc, o.GPUs)
+		return o, 0, t.errorf(nprocKey, "leave --gpus out, or give the script's count", "%d processes a node, where --gpus says %d", nproc, o.GPUs)
 	}
 	if o.Nodes != 1 && o.Nodes != nnodes {
-		return o, 0, t.errorf("env.NNODES", "leave --nodes out, or give the script's count", "%d nodes, where --nodes says %d", nnodes, o.Nodes)
+		return o, 0, t.errorf(nnodesKey, "leave --nodes out, or give the script's count", "%d nodes, where --nodes says %d", nnodes, o.Nodes)
 	}
 	o.GPUs, o.Nodes = nproc, nnodes
 	return o, nproc * nnodes, nil
@@ -589,6 +618,49 @@ func swiftMultimodal(t *tree, o Options, kind string) error {
 		t.notModelled = append(t.notModelled, fmt.Sprintf("freeze_vit %v, freeze_aligner %v, freeze_llm %v: ms-swift trains only the parts not frozen "+
 			"(LoRA's all-linear on their linear layers, a %s fine-tune of them); memsh's plan makes the vision tower's and aligner's weights "+
 			"trainable too (adapters on their linear layers; in full, their gradients and optimizer states)", vit, aligner, llm, kind))
+	}
+	return nil
+}
+
+// swiftRunnerKey holds the program that runs ms-swift's entry point's
+// file (torchrun, python), absent for ms-swift's own launcher.
+const swiftRunnerKey = "launcher.runner"
+
+// swiftRunner reads the launcher of ms-swift's entry point's file:
+// torchrun (or python -m torch.distributed.run) with its
+// --nproc_per_node and --nnodes under launcher.*, or python (one
+// process); another (accelerate launch, deepspeed) is refused.
+func swiftRunner(t *tree, runner []string, line int) error {
+	if len(runner) == 0 {
+		return nil
+	}
+	prog := path.Base(runner[0])
+	rest := runner[1:]
+	if strings.HasPrefix(prog, "python") {
+		if len(rest) >= 2 && rest[0] == "-m" && rest[1] == "torch.distributed.run" {
+			prog, rest = "torchrun", rest[2:]
+		} else {
+			t.leaves[swiftRunnerKey] = leaf{value: "python", line: line}
+			return nil
+		}
+	}
+	if prog != "torchrun" {
+		return &Error{File: t.file, Line: line, Msg: fmt.Sprintf("ms-swift's entry point run by %s, which memsh does not read", prog),
+			Hint: "run it with ms-swift's own launcher (NPROC_PER_NODE=8 swift sft ...) or torchrun --nproc_per_node 8 swift/cli/sft.py ..."}
+	}
+	t.leaves[swiftRunnerKey] = leaf{value: "torchrun", line: line}
+	for i := 0; i < len(rest); i++ {
+		name, ok := strings.CutPrefix(rest[i], "--")
+		if !ok {
+			continue
+		}
+		name, v, inline := strings.Cut(name, "=")
+		if !inline && i+1 < len(rest) {
+			i++
+			v = rest[i]
+		}
+		name = strings.ReplaceAll(name, "-", "_")
+		t.leaves["launcher."+name] = leaf{value: swiftScalar(v), line: line}
 	}
 	return nil
 }

@@ -239,6 +239,7 @@ var swiftNoEffect = []string{
 	"early_stop_interval", "callbacks", "check_model", "resume_only_model", "use_flash_ckpt", "max_epochs", "packing_num_proc",
 	"packing_strategy", "new_special_tokens", "swanlab_token", "swanlab_project", "swanlab_workspace", "swanlab_exp_name",
 	"swanlab_mode", "swanlab_notification_method", "swanlab_webhook_url", "swanlab_secret", "report_to",
+	"launcher.master_port", "launcher.master_addr", "launcher.node_rank", "launcher.rdzv_id", "launcher.rdzv_backend", "launcher.rdzv_endpoint",
 	"env.MASTER_ADDR", "env.MASTER_PORT", "env.NODE_RANK", "env.OMP_NUM_THREADS", "env.USE_HF", "env.HF_ENDPOINT", "env.WANDB_API_KEY",
 	"env.WANDB_PROJECT", "env.MODELSCOPE_CACHE", "env.HF_HOME", "env.SWANLAB_API_KEY", "env.SYSTEM_PROMPT", "env.NCCL_DEBUG",
 }

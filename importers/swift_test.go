@@ -141,6 +141,16 @@ func TestSwift(t *testing.T) {
 		hand: `plan = train(hf_config("vl.json", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
 	}, {
+		// torchrun --nproc_per_node=4 --nnodes=2 swift/cli/sft.py: its
+		// flags start the processes; $(expr 32 / $nproc_per_node / $nnodes)
+		name:        "a full fine-tune on 2 nodes of 4 under torchrun and zero2 (multi-node/torchrun)",
+		file:        "swift/multi_node_torchrun_node1.sh",
+		step:        hfStep(1, 4, 8, 8192),
+		notModelled: append([]string{strings.ReplaceAll(swiftPadded, "2048", "8192")}, ds2Notes[1:]...),
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), batch = 1, seq = 8192, grad_accum = 4, precision = "bf16-mixed",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 8, zero = 2, reduce_bucket_size = 200000000), cluster = cluster(nodes = 2, gpus_per_node = 4))`,
+	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
@@ -199,6 +209,10 @@ func TestSwiftErrors(t *testing.T) {
 			want: "run.sh:1: key rlhf_type: ms-swift's GRPO trainer (its own rollout, vLLM engine and loss, swift/rlhf_trainers/grpo_trainer.py) is not modelled", wantHint: "grpo(...)"},
 		{name: "swift rlhf's ORPO", file: "run.sh", config: "swift rlhf --rlhf_type orpo --model Qwen/Qwen2.5-7B-Instruct\n",
 			want: "run.sh:1: key rlhf_type: rlhf_type orpo is not modelled (memsh replays DPO, KTO and GRPO as TRL, LLaMA-Factory and torchtune run them)", wantHint: "Starlark"},
+		{name: "the entry point under accelerate launch", file: "run.sh", config: "accelerate launch --config_file fsdp.json swift/cli/sft.py --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",
+			want: "run.sh:1: ms-swift's entry point run by accelerate, which memsh does not read", wantHint: "torchrun --nproc_per_node 8 swift/cli/sft.py"},
+		{name: "the entry point under python on several GPUs", file: "run.sh", config: "CUDA_VISIBLE_DEVICES=0,1 python swift/cli/sft.py --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",
+			want: "run.sh:1: key launcher.runner: python: ms-swift runs one process over the 2 GPUs it sees, the model's layers spread over them (device_map), which memsh does not model", wantHint: "NPROC_PER_NODE=2"},
 		{name: "FSDP beside DeepSpeed", file: "run.sh", config: "NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048 --deepspeed zero2 --fsdp fsdp2\n",
 			want: "run.sh:1: key fsdp: and deepspeed are both set", wantHint: "keep one"},
 		{name: "a task other than causal LM", file: "run.sh", config: cmd + " --task_type seq_cls\n",
@@ -243,6 +257,10 @@ func TestExprValue(t *testing.T) {
 		{[]string{"2", "/", "0"}, 0, false},
 		{[]string{"a", "+", "1"}, 0, false},
 		{[]string{"length", "abc"}, 0, false},
+		{[]string{"32", "/", "4", "/", "2"}, 4, true},
+		{[]string{"2", "+", "3", "*", "4"}, 14, true},
+		{[]string{"10", "-", "2", "-", "3"}, 5, true},
+		{[]string{"1", "+"}, 0, false},
 	} {
 		got, ok := exprValue(tc.args)
 		if got != tc.want || ok != tc.ok {
