@@ -30,8 +30,9 @@ func dpoPlan(ref, trl string) *core.Plan {
 // 32,000 (one vocabulary tile: under 32,768), bf16:
 //
 //   - labels[:, 1:] != -100: bool [2, 1,023] 2,046;
-//   - hidden_states[mask]: bf16 [n, 512] 2,095,104 and nonzero's int64
-//     [n, 2] 32,736 (saved by IndexBackward0); the final norm's output
+//   - hidden_states[mask]: bf16 [n, 512] 2,095,104, the kernel's nonzero
+//     int64 [n, 2] 32,736 dropped at once (IndexBackward0 saves the bool
+//     mask: TestTRLSFTHeadSavedAsTRL measured it); the final norm's output
 //     (bf16 [2, 1,024, 512] 2,097,152) is read by nothing else and goes;
 //     labels[mask]: int64 [n] 16,368;
 //   - ChunkedLogProbFunction: log_z and the log-probabilities, fp32 [n]
@@ -45,9 +46,10 @@ func dpoPlan(ref, trl string) *core.Plan {
 //     fp32 [32,000, 512] 65,536,000 (lm_head trains: a full fine-tune),
 //     mm_buf 130,944,000, their bf16 copies as the gradients (2,095,104
 //     and 32,768,000); then IndexBackward0's zeros_like of the sliced
-//     hidden states bf16 [2, 1,023, 512] 2,095,104 and index_put_'s
-//     three int64 [n] linear indices 16,368 each, and SliceBackward0's
-//     gradient of the whole hidden states 2,097,152.
+//     hidden states bf16 [2, 1,023, 512] 2,095,104, index_put_'s nonzero
+//     of the mask again (int64 [n, 2] 32,736) and three int64 [n] linear
+//     indices 16,368 each, and SliceBackward0's gradient of the whole
+//     hidden states 2,097,152; the mask goes after it.
 //
 // The reference model's forward (ref_model.*) runs the same head under
 // no_grad: nothing saved, the indices dropped at once.
@@ -61,16 +63,16 @@ func TestDPOFusedHead(t *testing.T) {
 	)
 	checkOpEvents(t, r.Trace, []opEventCase{
 		{"fused_lm_head.label_mask", replay.PhaseForward, []int64{2_046}},
-		{"fused_lm_head.hidden_states_masked", replay.PhaseForward, []int64{hs, 32_736, -2_097_152}},
+		{"fused_lm_head.hidden_states_masked", replay.PhaseForward, []int64{hs, 32_736, -32_736, -2_097_152}},
 		{"fused_lm_head.labels_masked", replay.PhaseForward, []int64{16_368}},
 		{"fused_lm_head.chunked_logprob", replay.PhaseForward, []int64{n32, n32, n32, n32, n32, n32, n32, n32, n32, n32, tile,
 			-n32, -n32, -n32, -n32, -n32, -n32, -n32, -n32, -tile}},
 		{"fused_lm_head.log_probs", replay.PhaseForward, []int64{n32, n32, -n32, -n32}},
 		{"fused_lm_head.chunked_logprob", replay.PhaseBackward, []int64{4_190_208, 65_536_000, tile, hs, 32_768_000,
 			-4_190_208, -65_536_000, -tile, -n32, -hs, -16_368, -n32}},
-		{"fused_lm_head.hidden_states_masked", replay.PhaseBackward, []int64{hs, 16_368, 16_368, 16_368, 2_097_152,
-			-hs, -16_368, -16_368, -16_368, -hs, -32_736}},
-		{"ref_model.fused_lm_head.hidden_states_masked", replay.PhaseForward, []int64{hs, 32_736, -2_097_152, -32_736}},
+		{"fused_lm_head.hidden_states_masked", replay.PhaseBackward, []int64{hs, 32_736, 16_368, 16_368, 16_368, 2_097_152,
+			-hs, -32_736, -16_368, -16_368, -16_368, -hs, -2_046}},
+		{"ref_model.fused_lm_head.hidden_states_masked", replay.PhaseForward, []int64{hs, 32_736, -32_736, -2_097_152}},
 	})
 }
 

@@ -30,8 +30,9 @@ func grpoPlan(g core.GRPOConfig) *core.Plan {
 // 512; hidden 512, V = 32,000 (one vocabulary tile), bf16:
 //
 //   - labels[:, 1:] != -100: bool [2, 1,023] 2,046;
-//   - hidden_states[mask]: bf16 [512, 512] 524,288 and nonzero's int64
-//     [512, 2] 8,192 (saved); the final norm's output (bf16 [2, 1,024,
+//   - hidden_states[mask]: bf16 [512, 512] 524,288, the kernel's nonzero
+//     int64 [512, 2] 8,192 dropped at once (the bool mask is what
+//     IndexBackward0 saves); the final norm's output (bf16 [2, 1,024,
 //     512] 2,097,152) goes; labels[mask]: int64 [512] 4,096;
 //   - ChunkedLogProbFunction: log_z, the log-probabilities and the entropy,
 //     fp32 [512] 2,048 each; seven running statistics, log(sum_exp) and
@@ -46,9 +47,10 @@ func grpoPlan(g core.GRPOConfig) *core.Plan {
 //   - the backward: grad_hidden fp32 [512, 512] 1,048,576, grad_weight
 //     fp32 [32,000, 512] 65,536,000, mm_buf again, their bf16 copies
 //     (524,288 and 32,768,000); IndexBackward0's zeros_like of the sliced
-//     hidden states bf16 [2, 1,023, 512] 2,095,104, index_put_'s three
-//     int64 [512] 4,096 and SliceBackward0's gradient of the whole hidden
-//     states 2,097,152.
+//     hidden states bf16 [2, 1,023, 512] 2,095,104, index_put_'s nonzero
+//     of the mask (int64 [512, 2] 8,192) and three int64 [512] 4,096, and
+//     SliceBackward0's gradient of the whole hidden states 2,097,152; the
+//     mask goes after it.
 //
 // Against a language model's loss over the same rows, no logits: the
 // cross-entropy's log_softmax alone would be fp32 [2, 1,024, 32,000].
@@ -60,7 +62,7 @@ func TestGRPOFusedHead(t *testing.T) {
 	const n32, tile = 2_048, 32_768_000
 	checkOpEvents(t, r.Trace, []opEventCase{
 		{"fused_lm_head.label_mask", replay.PhaseForward, []int64{2_046}},
-		{"fused_lm_head.hidden_states_masked", replay.PhaseForward, []int64{524_288, 8_192, -2_097_152}},
+		{"fused_lm_head.hidden_states_masked", replay.PhaseForward, []int64{524_288, 8_192, -8_192, -2_097_152}},
 		{"fused_lm_head.labels_masked", replay.PhaseForward, []int64{4_096}},
 		{"fused_lm_head.chunked_logprob", replay.PhaseForward, []int64{n32, n32, n32, n32, n32, n32, n32, n32, n32, n32, n32, n32, tile,
 			-n32, -n32, -n32, -n32, -n32, -n32, -n32, -n32, -n32, -tile}},
@@ -69,8 +71,8 @@ func TestGRPOFusedHead(t *testing.T) {
 		{"loss.grpo_loss", replay.PhaseForward, []int64{4, -8_184, -8_184}},
 		{"fused_lm_head.chunked_logprob", replay.PhaseBackward, []int64{1_048_576, 65_536_000, tile, 524_288, 32_768_000,
 			-1_048_576, -65_536_000, -tile, -n32, -524_288, -4_096, -n32, -n32}},
-		{"fused_lm_head.hidden_states_masked", replay.PhaseBackward, []int64{2_095_104, 4_096, 4_096, 4_096, 2_097_152,
-			-2_095_104, -4_096, -4_096, -4_096, -524_288, -8_192}},
+		{"fused_lm_head.hidden_states_masked", replay.PhaseBackward, []int64{2_095_104, 8_192, 4_096, 4_096, 4_096, 2_097_152,
+			-2_095_104, -8_192, -4_096, -4_096, -4_096, -524_288, -2_046}},
 	})
 }
 

@@ -213,7 +213,7 @@ func (b *Builder) klLogProbs(m *Model, klIn Value, ref bool) Value {
 // loss reads them: no gradient reaches them, and IndexSelectBackward0
 // saves only the index (a few int64). LLaMA-Factory's
 // target_logits[kto_tags] and [~kto_tags] copy the fp32 logits alike
-// (IndexBackward0 saving the mask's nonzero indices).
+// (IndexBackward0 saving the bool tags as given: a few bytes).
 func (b *Builder) ktoLogitsCopy(x Value) Value {
 	kind, why := "index_select", "outputs.logits.index_select(0, chosen_idx) and (0, rejected_idx): every row's logits copied for the logits/chosen and logits/rejected metrics, held until _compute_loss returns"
 	if b.pref.trainer() == TrainerLlamaFactory {

@@ -15,9 +15,12 @@ const TRLLogProbOp = "chunked_logprob"
 //     mask = labels != -100 (bool [rows, seq-1]);
 //   - on a Triton device only the valid positions are scored (compact):
 //     hidden_states[mask], a copy [n, H] in the hidden states' dtype
-//     whose IndexBackward0 saves nonzero's indices (int64 [n, 2], read
-//     as two column views), and labels[mask] (int64 [n]); nonzero's count
-//     is read on the host;
+//     whose IndexBackward0 saves the bool mask itself (derivatives.yaml's
+//     index.Tensor saves the indices as given; the kernel's nonzero,
+//     int64 [n, 2], is a transient of the forward), and labels[mask]
+//     (int64 [n]); nonzero's count is read on the host. Measured on the
+//     CPU (tools/oracle/trl_sft_head.py, TestTRLSFTHeadSavedAsTRL): the
+//     mask is the only index tensor saved;
 //   - ChunkedLogProbFunction.forward allocates seven fp32 [n] running
 //     statistics (running_max, sum_exp, x_sum_exp, sq_sum_exp, z_sum,
 //     max_before_target, target_logit: all of them, whatever outputs
@@ -42,9 +45,10 @@ const TRLLogProbOp = "chunked_logprob"
 //     dtype) and grad_weight.to(weight's dtype): copies when the dtypes
 //     differ, the fp32 buffers themselves when they do not;
 //   - IndexBackward0 makes zeros_like of the sliced hidden states
-//     ([rows, seq-1, H]) and index_put_(accumulate=True) over them, whose
-//     CUDA kernel (aten/src/ATen/native/cuda/Indexing.cu,
-//     index_put_with_sort_kernel) sorts a linear index: linearIndex,
+//     ([rows, seq-1, H]) and index_put_(accumulate=True) over them with
+//     the saved mask, whose CUDA kernel (aten/src/ATen/native/cuda/Indexing.cu,
+//     index_put_with_sort_kernel) takes the mask's nonzero again (int64
+//     [n, 2], expandTensors) and sorts a linear index: linearIndex,
 //     sorted_indices and orig_indices, int64 [n] each; SliceBackward0 then
 //     makes the whole hidden states' gradient [rows, seq, H].
 //
@@ -110,11 +114,11 @@ func (b *Builder) trlFusedLogProbs(m *Model, x Value, want trlOutputs) (Value, V
 	ih := b.AddOp("index", "hidden_states_masked", []Value{x, mask})
 	b.Op(ih).Syncs = 1 // nonzero's count, read on the host
 	hs := b.Out(ih, "hidden_states_masked", []int64{n, h}, dx, "hidden_states[mask]: the valid positions' hidden states, copied (add_fused_lm_head, compact)")
-	idx := noGrad(b.Out(ih, "mask_indices", []int64{n, 2}, units.INT64, "mask.nonzero(): the indices IndexBackward0 saves"))
+	b.Op(ih).WorkF = units.INT64.Bytes(2 * n) // mask.nonzero() inside the index kernel
 	gdt, _ := b.Val(x).GradBytes()
-	b.Op(ih).Work = &WorkTensors{B: []int64{gdt.Bytes(rows * (seq - 1) * h), units.INT64.Bytes(n), units.INT64.Bytes(n), units.INT64.Bytes(n)}}
-	b.Op(ih).WorkB = gdt.Bytes(rows*(seq-1)*h) + 3*units.INT64.Bytes(n)
-	b.Save(ih, idx)
+	b.Op(ih).Work = &WorkTensors{B: []int64{gdt.Bytes(rows * (seq - 1) * h), units.INT64.Bytes(2 * n), units.INT64.Bytes(n), units.INT64.Bytes(n), units.INT64.Bytes(n)}}
+	b.Op(ih).WorkB = gdt.Bytes(rows*(seq-1)*h) + 5*units.INT64.Bytes(n)
+	b.Save(ih, mask)
 
 	it := b.AddOp("index", "labels_masked", []Value{labels, mask})
 	b.Op(it).NoGradB = true

@@ -47,10 +47,19 @@ func (b *Builder) trlModelLoss(m *Model, x Value) Value {
 	defer b.Scope("loss")()
 	in := b.AddOp("neg", "per_token_loss", []Value{lp})
 	ptl := b.Out(in, "per_token_loss", b.Shape(lp), units.FP32, "-outputs.log_probs: each token's loss, zero where the label is ignored")
+	// num_tokens = torch.as_tensor(label_mask.sum()).clamp(min=1): an
+	// int64 scalar, which the division's DivBackward0 saves (measured:
+	// TestTRLSFTHeadSavedAsTRL).
+	ic := b.AddOp("sum", "num_tokens", []Value{mask})
+	b.Op(ic).NoGradB = true
+	nt := b.Out(ic, "num_tokens", nil, units.INT64, "torch.as_tensor(label_mask.sum()).clamp(min=1): the count the loss divides by (saved)")
+	b.Val(nt).Grad = false
 	// sum() / num_tokens: SumBackward0 hands an expanded view of the
 	// gradient back (nothing allocated); the output's entropy, argmax hits
 	// and label mask are held until compute_loss returns.
-	is := b.AddOp("sum", "loss", append([]Value{ptl, mask}, metrics...))
+	is := b.AddOp("sum", "loss", append([]Value{ptl, mask, nt}, metrics...))
 	b.Op(is).NoGradB = true
-	return b.Out(is, "loss", nil, units.FP32, "loss (per_token_loss.sum() / num_tokens)")
+	loss := b.Out(is, "loss", nil, units.FP32, "loss (per_token_loss.sum() / num_tokens)")
+	b.Save(is, nt)
+	return loss
 }
