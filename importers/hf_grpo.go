@@ -38,10 +38,9 @@ var hfGRPONoEffect = []string{"num_generations", "num_generations_eval", "steps_
 // hfGRPO reads a TRL GRPOConfig (memsh.trainer=grpo) as train(preference=)'s
 // grpo() expression (docs/grpo.md): max_completion_length (512), beta
 // (0.0), use_vllm with vllm_mode (colocate), vllm_gpu_memory_utilization
-// (0.3) and vllm_enable_sleep_mode; the release
-// memsh.trl's (absent: the current one; before 1.15, whose GRPOTrainer
-// made the logits, refused).
-func hfGRPO(t *tree) (string, error) {
+// (0.3) and vllm_enable_sleep_mode; the release memsh.trl's (absent: the
+// current one; hfGRPORelease).
+func hfGRPO(t *tree) (out string, err error) {
 	const refuse = "leave it out, or write the plan in Starlark (train(preference=grpo(...)): docs/grpo.md)"
 	if err := t.refuseOn(refuse, "GRPO", []keyWhat{
 		{"use_liger_kernel", "Liger's kernels under GRPOTrainer's fused LM head"},
@@ -63,11 +62,12 @@ func hfGRPO(t *tree) (string, error) {
 	}
 	for _, k := range []string{"max_prompt_length", "vllm_device"} { // gone by 1.8.0 (prompts no longer cut; vllm_mode)
 		if _, ok := t.leaves[k]; ok {
-			return "", t.errorf(k, "memsh models GRPOTrainer from TRL 1.15; for a current TRL drop the key (vllm_mode took vllm_device's place, prompts are no longer cut) and say --seq",
-				"is a key of an older GRPOConfig (none in TRL 1.8.0), whose GRPOTrainer made the completion tokens' logits: not modelled")
+			return "", t.errorf(k, "memsh models GRPOTrainer from TRL 1.8; for one of those drop the key (vllm_mode took vllm_device's place, prompts are no longer cut) and say --seq",
+				"is a key of an older GRPOConfig (none in TRL 1.8.0): not modelled")
 		}
 	}
-	if err := hfGRPORelease(t); err != nil {
+	trl, err := hfGRPORelease(t)
+	if err != nil {
 		return "", err
 	}
 	completion, err := t.integer("max_completion_length", 512, 1, 1<<24)
@@ -75,6 +75,11 @@ func hfGRPO(t *tree) (string, error) {
 		return "", err
 	}
 	args := []string{fmt.Sprintf("completion = %d", completion)}
+	defer func() {
+		if trl != "" && out != "" { // the release's keyword last, as grpo() prints it
+			out = strings.TrimSuffix(out, ")") + fmt.Sprintf(", trl = %q)", trl)
+		}
+	}()
 	var beta float64
 	if v, _ := t.get("beta"); v != nil {
 		f, ok := toFloat(v)
@@ -122,17 +127,31 @@ func hfGRPO(t *tree) (string, error) {
 	return "grpo(" + strings.Join(args, ", ") + ")", nil
 }
 
-// hfGRPORelease refuses memsh.trl releases before 1.15, whose GRPOTrainer
-// made the logits of the completion tokens (selective_log_softmax,
-// entropy_from_logits' copy: not modelled).
-func hfGRPORelease(t *tree) error {
-	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0 (1.15 and later)"
+// hfGRPORelease is the grpo(trl=) spelling of memsh.trl's release
+// (docs/grpo.md): "" from 1.15 and when absent (the current release,
+// grpo()'s default), "1.10" from 1.10 to 1.13 (the logits, divided by the
+// temperature into a copy), "1.8" for 1.8 and 1.9 (divided in place);
+// 1.14 (a fused log-softmax kernel over the logits) and releases before
+// 1.8 (another GRPOConfig) are refused.
+func hfGRPORelease(t *tree) (string, error) {
+	const key, hint = "memsh.trl", "the job's TRL release, as pip show trl prints it: memsh.trl=1.16.0 (1.8 to 1.13, or 1.15 and later)"
 	major, minor, set, err := hfTRLRelease(t)
-	if err != nil || !set || trlFusedHead(major, minor) {
-		return err
+	switch {
+	case err != nil:
+		return "", err
+	case !set || trlFusedHead(major, minor):
+		return "", nil
+	case major == 1 && minor >= 10 && minor <= 13:
+		return "1.10", nil
+	case major == 1 && minor >= 8 && minor <= 9:
+		return "1.8", nil
 	}
 	raw, _ := t.get(key)
-	return t.errorf(key, hint, "GRPOTrainer of TRL %s is not modelled: before 1.15 it made the completion tokens' logits", raw.(string))
+	why := "before 1.8 its GRPOConfig and GRPOTrainer were others"
+	if major == 1 && minor == 14 {
+		why = "1.14 scores the logits with a fused log-softmax kernel (selective_log_softmax_and_entropy)"
+	}
+	return "", t.errorf(key, hint, "GRPOTrainer of TRL %s is not modelled: %s", raw.(string), why)
 }
 
 // hfGRPODefaults sets what GRPOConfig defaults otherwise than

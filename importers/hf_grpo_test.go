@@ -25,7 +25,11 @@ func TestHFGRPO(t *testing.T) {
 			[]string{`preference = grpo(completion = 512, vllm = "colocate", vllm_memory = 0.5, sleep = True)`}, nil},
 		{"server", grpo + `, "use_vllm": true, "vllm_mode": "server", "vllm_gpu_memory_utilization": 0.9}`, []string{`preference = grpo(completion = 512, vllm = "server")`}, []string{"vllm_memory"}},
 		{"peft", grpo + `, "use_peft": true, "lora_r": 16, "beta": 0.1}`, []string{`preference = grpo(completion = 512, beta = 0.1)`, "lora = lora(rank = 16"}, nil},
-		{"trl 1.16", grpo + `, "memsh.trl": "1.16.0"}`, []string{`preference = grpo(completion = 512)`}, nil},
+		{"trl 1.16", grpo + `, "memsh.trl": "1.16.0"}`, []string{`preference = grpo(completion = 512)`}, []string{"trl ="}},
+		{"trl 1.13", grpo + `, "memsh.trl": "1.13.0", "use_vllm": true}`, []string{`preference = grpo(completion = 512, vllm = "colocate", vllm_memory = 0.3, trl = "1.10")`}, nil},
+		{"trl 1.10", grpo + `, "memsh.trl": "1.10.0", "beta": 0.04}`, []string{`preference = grpo(completion = 512, beta = 0.04, trl = "1.10")`}, nil},
+		{"trl 1.9", grpo + `, "memsh.trl": "1.9.1"}`, []string{`preference = grpo(completion = 512, trl = "1.8")`}, nil},
+		{"trl 1.8", grpo + `, "memsh.trl": "1.8.0", "use_vllm": true, "vllm_mode": "server"}`, []string{`preference = grpo(completion = 512, vllm = "server", trl = "1.8")`}, nil},
 	} {
 		checkImportedScript(t, tc.name, tc.config, seq, tc.want, tc.not)
 	}
@@ -38,7 +42,9 @@ func TestHFGRPO(t *testing.T) {
 		{name: "seq without a prompt", file: "args.json", config: bare + `, "max_completion_length": 2048, "memsh.trainer": "grpo"}`, opts: Options{Seq: 2048},
 			want: "args.json:1: key max_completion_length: 2048 leaves no prompt in --seq 2048", wantHint: "--seq counts the prompt and the completion"},
 		{name: "TRL 1.14", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "memsh.trl": "1.14.0"}`, opts: seq,
-			want: "args.json:1: key memsh.trl: GRPOTrainer of TRL 1.14.0 is not modelled: before 1.15 it made the completion tokens' logits", wantHint: "1.15 and later"},
+			want: "args.json:1: key memsh.trl: GRPOTrainer of TRL 1.14.0 is not modelled: 1.14 scores the logits with a fused log-softmax kernel (selective_log_softmax_and_entropy)", wantHint: "1.8 to 1.13, or 1.15 and later"},
+		{name: "TRL 1.7", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "memsh.trl": "1.7.2"}`, opts: seq,
+			want: "args.json:1: key memsh.trl: GRPOTrainer of TRL 1.7.2 is not modelled: before 1.8 its GRPOConfig and GRPOTrainer were others", wantHint: "1.8 to 1.13, or 1.15 and later"},
 		{name: "liger", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "use_liger_kernel": true}`, opts: seq,
 			want: "args.json:1: key use_liger_kernel: not modelled with GRPO: Liger's kernels under GRPOTrainer's fused LM head", wantHint: "docs/grpo.md"},
 		{name: "lm head in fp32", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "cast_lm_head_to_fp32": true}`, opts: seq,

@@ -71,6 +71,12 @@ func grpoNote(plan *core.Plan, prog *core.Program) string {
 	pr := plan.Preference
 	g := pr.GRPOConfig
 	s := fmt.Sprintf("grpo (TRL 1.15 and later): %s of %d tokens, the last %d of each (the completion) scored by the fused LM head", units.Count(plan.Batch, "completion"), plan.Seq, g.Completion)
+	switch pr.TRL {
+	case core.TRLLogits:
+		s = fmt.Sprintf("grpo (TRL 1.8 and 1.9): %s of %d tokens, the logits of the last %d of each (logits_to_keep: the completion and one), divided by the temperature in place, scored by a log_softmax per row", units.Count(plan.Batch, "completion"), plan.Seq, g.Completion+1)
+	case core.TRLLogitsDiv:
+		s = fmt.Sprintf("grpo (TRL 1.10 to 1.13): %s of %d tokens, the logits of the last %d of each (logits_to_keep: the completion and one), divided by the temperature into a copy, scored by a log_softmax per row", units.Count(plan.Batch, "completion"), plan.Seq, g.Completion+1)
+	}
 	switch pr.Reference {
 	case core.RefNone:
 		s += "; beta 0: no reference model"

@@ -21,15 +21,16 @@ var grpoBuiltin = host.Builtin{
 		"come with the batch, computed when it was generated). vllm: None (transformers' generate in the training process, between steps: not replayed), " +
 		"\"colocate\" (vLLM in each training process: vllm_memory of the GPU's total memory stays allocated through the step, a row of r.overheads named vllm, unless sleep=True, " +
 		"vllm_enable_sleep_mode, which discards its weights and KV cache after each generation) or \"server\" (trl vllm-serve on GPUs of its own: nothing on these). " +
-		"vllm_memory: vllm_gpu_memory_utilization, None is TRL's 0.3 (colocate only). trl: \"1.15\" (the default; TRL 1.14 and earlier made the logits of the last " +
-		"logits_to_keep positions and are refused). memsh scores every completion position (TRL masks the completion's padding): an upper bound. " +
+		"vllm_memory: vllm_gpu_memory_utilization, None is TRL's 0.3 (colocate only). trl: \"1.15\" (the default: TRL 1.15 and later), \"1.10\" (TRL 1.10 to 1.13) or " +
+		"\"1.8\" (TRL 1.8 and 1.9, Axolotl's pin): the model's logits of the last completion+1 positions (logits_to_keep), divided by the temperature into a copy (1.10) " +
+		"or in place (1.8), a log_softmax per row, saved, and the entropy of the logits under no_grad (1.8 copies them to flatten them); 1.14 is refused. memsh scores every completion position (TRL masks the completion's padding): an upper bound. " +
 		"One GPU or data parallelism (ddp, zero 1, 2 or 3, FSDP2; a reference copy not under FSDP1); tensor, pipeline, context and expert parallelism, packing, compile and loss_chunks are refused.",
 	Fn: grpoFn,
 }
 
 // grpoHint is the hint of grpo()'s errors that carry none of their own
 // (a wrong type, an unknown keyword): each keyword's type and an example.
-const grpoHint = `completion is an int, beta and vllm_memory numbers, vllm None, "colocate" or "server", sleep a bool, trl None or "1.15": ` +
+const grpoHint = `completion is an int, beta and vllm_memory numbers, vllm None, "colocate" or "server", sleep a bool, trl None, "1.15", "1.10" or "1.8": ` +
 	`grpo(completion=1024, beta=0.04, vllm="colocate", vllm_memory=0.3, sleep=False) (docs/grpo.md)`
 
 func grpoFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -80,7 +81,7 @@ func grpoValue(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple
 	case starlark.String:
 		p.TRL = string(t)
 	default:
-		return nil, fmt.Errorf("%s: trl must be None or %q (got %s)", b.Name(), core.TRLFusedHead, trlV.Type())
+		return nil, fmt.Errorf("%s: trl must be None, %q, %q or %q (got %s)", b.Name(), core.TRLFusedHead, core.TRLLogitsDiv, core.TRLLogits, trlV.Type())
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -13,7 +13,8 @@ import (
 // trl/trainer/grpo_trainer.py _compute_loss and
 // _get_per_token_logps_and_entropies at TRL 1.15.0 and 1.16.0, where the
 // trainer patches the policy with add_fused_lm_head(outputs=("log_probs",
-// "entropy")); 1.14.0 and earlier made the logits: not modelled):
+// "entropy"); TRL 1.8 to 1.13 made the logits of the completion tokens
+// instead, grpo_logits.go; 1.14's fused log-softmax kernel is refused):
 //
 //   - the batch is per_device_train_batch_size completions (Plan.Batch
 //     rows), each its prompt and its completion concatenated (torch.cat:
@@ -101,11 +102,11 @@ func (pr *Preference) validateGRPO() error {
 	switch {
 	case pr.trainer() != TrainerTRL:
 		return err(fmt.Sprintf("trainer %q: memsh replays TRL's GRPOTrainer", pr.Trainer), "drop trainer=")
-	case pr.TRL == TRLLogits:
-		return err(`trl="1.8": GRPOTrainer before TRL 1.15 (the logits of the last logits_to_keep positions, selective_log_softmax row by row and entropy_from_logits' copy) is not modelled`,
-			`trl="1.15" (TRL 1.15 and later: the fused LM head)`)
-	case pr.TRL != TRLFusedHead:
-		return err(fmt.Sprintf("unknown trl %q", pr.TRL), fmt.Sprintf("trl is %q (TRL 1.15 and later)", TRLFusedHead))
+	case pr.TRL == "1.14":
+		return err(`trl="1.14": GRPOTrainer of TRL 1.14 (selective_log_softmax_and_entropy's fused Triton kernel over the logits) is not modelled`,
+			grpoTRLHint)
+	case pr.TRL != TRLFusedHead && pr.TRL != TRLLogits && pr.TRL != TRLLogitsDiv:
+		return err(fmt.Sprintf("unknown trl %q", pr.TRL), grpoTRLHint)
 	case g.Completion < 1:
 		return err(fmt.Sprintf("completion must be at least 1 (got %d)", g.Completion), "completion is max_completion_length, the tokens each row scores (GRPOConfig's default 512)")
 	case !(g.Beta >= 0) || math.IsInf(g.Beta, 1): // NaN fails the first
@@ -129,6 +130,9 @@ func (pr *Preference) validateGRPO() error {
 	return nil
 }
 
+// grpoTRLHint names the TRL releases grpo(trl=) models.
+const grpoTRLHint = `trl is "1.15" (TRL 1.15 and later: the fused LM head), "1.10" (1.10 to 1.13: the logits, divided by the temperature into a copy) or "1.8" (1.8 and 1.9: the logits, divided in place); 1.14's fused log-softmax kernel is not modelled`
+
 // validatePlanGRPO checks a plan with a GRPO objective, beyond what every
 // preference objective needs (validatePreference).
 func (p *Plan) validatePlanGRPO() error {
@@ -147,13 +151,19 @@ func (p *Plan) validatePlanGRPO() error {
 // grpoLoss lowers GRPOTrainer._compute_loss on in, the batch's input_ids.
 func (b *Builder) grpoLoss(m *Model, in Value) Value {
 	pr := b.pref
-	x := m.lowerBody(b, in) // the last hidden states: the fused head runs below
-	lp, mask, more := b.trlFusedLogProbs(m, x, trlOutputs{entropy: true, scored: pr.GRPOConfig.Completion})
+	x := m.lowerBody(b, in) // the last hidden states (the fused head runs below), or the logits (grpo_logits.go)
+	var ins []Value
+	if pr.Logits() {
+		lp, ent := b.grpoLogitsLogProbs(in, x)
+		ins = []Value{lp, ent}
+	} else {
+		lp, mask, more := b.trlFusedLogProbs(m, x, trlOutputs{entropy: true, scored: pr.GRPOConfig.Completion})
+		ins = append([]Value{lp, mask}, more...)
+	}
 	if pr.Reference == RefModel {
 		b.referenceCopy()
 	}
 	defer b.Scope("loss")()
-	ins := append([]Value{lp, mask}, more...)
 	scored := []int64{b.Batch, pr.GRPOConfig.Completion}
 	batch := func(name, why string) {
 		v := b.input(name, scored, units.FP32)

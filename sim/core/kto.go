@@ -230,19 +230,29 @@ func (b *Builder) ktoLogitsCopy(x Value) Value {
 // ktoEntropy lowers TRL 1.8.0's entropy_from_logits(shift_logits.detach())
 // (trl/trainer/utils.py) on the policy's logits x ([rows, seq, V]): no
 // graph (detached); the flattened shifted logits, a copy when there is
-// more than one row, then per chunk of entropyChunk rows log_softmax,
-// exp, their product (three [chunk, V] tensors at once, in the logits'
-// dtype) and its negated sum; the entropies' [rows x (seq-1)] are
-// multiplied by the mask and summed at once (left out).
+// more than one row (entropyFromLogits); the entropies' [rows x (seq-1)]
+// are multiplied by the mask and summed at once (left out).
 func (b *Builder) ktoEntropy(x Value) {
 	done := b.NoGrad()
 	defer done()
 	defer b.Scope("entropy")()
 	s := b.Shape(x)
 	rows, seq, vocab := Rows(s)/s[len(s)-2], s[len(s)-2], s[len(s)-1]
-	n, ld := rows*(seq-1), b.Dtype(x)
+	y := b.entropyFromLogits(x, rows, seq-1, vocab, rows > 1)
+	b.KeepAlive("entropy_sum", y)
+}
+
+// entropyFromLogits lowers TRL's entropy_from_logits (trl/trainer/utils.py,
+// the same from 1.8.0 to 1.13.0) over rows x positions of logits x, under
+// the caller's no_grad and scope: logits.reshape(-1, V), a copy when
+// copied (a slice not contiguous across rows), then per chunk of
+// entropyChunk rows log_softmax, exp, their product (three [chunk, V]
+// tensors at once, in the logits' dtype) and its negated sum. It returns
+// the per-position entropies [rows x positions].
+func (b *Builder) entropyFromLogits(x Value, rows, positions, vocab int64, copied bool) Value {
+	n, ld := rows*positions, b.Dtype(x)
 	flat := x
-	if rows > 1 { // logits[:, :-1, :].reshape(-1, V): not a view
+	if copied { // logits[:, :-1, :].reshape(-1, V): not a view
 		i := b.AddOp("copy", "flat_logits", []Value{x})
 		flat = b.Out(i, "flat_logits", []int64{n, vocab}, ld, "shift_logits.reshape(-1, V): the shifted logits copied (the slice is not contiguous across rows)")
 		b.Op(i).Bytes = 2 * float64(b.Val(flat).Bytes)
@@ -255,8 +265,7 @@ func (b *Builder) ktoEntropy(x Value) {
 	// product and the negation read five and write three: twelve passes.
 	b.Op(ie).Bytes = 12 * float64(ld.Bytes(n*vocab))
 	b.Op(ie).Flops = 5 * float64(n*vocab)
-	y := b.Out(ie, "per_token_entropy", []int64{n}, ld, "each shifted position's entropy (entropy_from_logits), for the entropy metric")
-	b.KeepAlive("entropy_sum", y)
+	return b.Out(ie, "per_token_entropy", []int64{n}, ld, "each position's entropy (entropy_from_logits)")
 }
 
 // ktoLossLlamaFactory lowers LLaMA-Factory's stage kto

@@ -323,6 +323,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if b.Ft.trlHead(m) { // loss_chunks="trl", returns the loss
 			return b.trlModelLoss(m, x)
 		}
+		if b.pref.GRPO() { // GRPOTrainer's logits path: the last completion+1 positions (grpo_logits.go)
+			x = b.logitsToKeep(x, b.pref.GRPOConfig.Completion+1)
+		}
 		nParams := len(b.P.Params)
 		b.tiedHead = b.embedWeight(m)
 		x = b.headLinear(m, x) // vocab-parallel with TP

@@ -143,7 +143,19 @@ const (
 	// the model's logits, then selective_log_softmax's log_softmax and
 	// gather one row at a time (trl_logits.go).
 	TRLLogits = "1.8"
+	// TRLLogitsDiv: GRPOTrainer of TRL 1.10 to 1.13 (1.10.0 and 1.13.0
+	// read): the logits path of TRLLogits with the temperature's division
+	// out of place (logits = logits / self.temperature, a new tensor),
+	// where 1.8 and 1.9 divide in place (grpo_logits.go). GRPO only: the
+	// other trainers' releases are TRLLogits'.
+	TRLLogitsDiv = "1.10"
 )
+
+// Logits reports whether the step's TRL release computes the logits
+// (TRLLogits, TRLLogitsDiv) rather than TRL's fused LM head.
+func (pr *Preference) Logits() bool {
+	return pr != nil && pr.trainer() == TrainerTRL && (pr.TRL == TRLLogits || pr.TRL == TRLLogitsDiv)
+}
 
 // PreferenceOp is the op kind of the objective's own arithmetic on the
 // summed log-probabilities (the log-ratios, their margin, the sigmoid loss).
@@ -209,7 +221,7 @@ func (pr *Preference) trainerClass() string {
 // adapted lm_head: GRPO has no other release to offer.
 func (pr *Preference) headHint() string {
 	if pr.GRPO() {
-		return "leave lm_head out of lora(targets=...) and quantization"
+		return `leave lm_head out of lora(targets=...) and quantization, or trl="1.10" (TRL 1.10 to 1.13: the logits)`
 	}
 	return `leave lm_head out of lora(targets=...), or trl="1.8"`
 }
@@ -266,8 +278,8 @@ func (p *Plan) validatePreference() error {
 		return &units.Error{Path: "train", Msg: what + " is modelled for text models", Hint: "drop images= and videos="}
 	case p.Compile.Blocks || p.Compile.Loss:
 		return &units.Error{Path: "train", Msg: what + " with compile is not modelled", Hint: "drop compile"}
-	case pr.TRL == TRLLogits && (p.Precision.Compute == units.FP32 || (m.ForwardUpcast && m.LogitsFP32)):
-		return &units.Error{Path: pr.path(), Msg: `trl="1.8": selective_log_softmax over fp32 logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled`,
+	case pr.Logits() && (p.Precision.Compute == units.FP32 || (m.ForwardUpcast && m.LogitsFP32)):
+		return &units.Error{Path: pr.path(), Msg: fmt.Sprintf("trl=%q: ", pr.TRL) + `selective_log_softmax over fp32 logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled`,
 			Hint: `use precision="bf16", "bf16-mixed" or "fp16", or trl="1.15"`}
 	case pr.FusedHead() && (p.QuantLMHead || (p.LoRA != nil && p.LoRA.Adapts(RoleLMHead, m.Head()))):
 		return &units.Error{Path: "train", Msg: what + ` with trl="1.15" reads lm_head.weight directly (add_fused_lm_head): it cannot be quantized or carry a LoRA adapter`,

@@ -35,7 +35,7 @@ import "github.com/memsh/memsh/sim/units"
 // of each row ([rows], in the logits' dtype).
 func (b *Builder) trlRowLogProbs(x Value) Value {
 	s := b.Shape(x)
-	rows, seq, vocab := Rows(s)/s[len(s)-2], s[len(s)-2], s[len(s)-1]
+	rows, seq := Rows(s)/s[len(s)-2], s[len(s)-2]
 	ld := b.Dtype(x)
 	if !ld.Float() || ld == units.FP32 || ld == units.FP64 {
 		panic(LowerError{&units.Error{Path: "dpo", Msg: "trl=\"1.8\": selective_log_softmax over " + ld.Name() + " logits (a gather and a logsumexp per row, the logits kept for the backward) is not modelled",
@@ -43,22 +43,35 @@ func (b *Builder) trlRowLogProbs(x Value) Value {
 	}
 	labels := b.Labels(x) // input_ids: shift_labels is a view of them
 	defer b.Scope("selective_log_softmax")()
-	rowsOut := make([]Value, 0, rows)
-	for r := range rows {
-		k := Itoa(r)
-		il := b.AddOp("log_softmax", "log_softmax_"+k, []Value{x})
-		lsm := b.Out(il, "row_log_softmax."+k, []int64{seq - 1, vocab}, ld, "F.log_softmax of one row's shifted logits (selective_log_softmax's loop), saved for its backward")
-		b.Save(il, lsm)
-		ig := b.AddOp("gather", "gather_"+k, []Value{lsm, labels})
-		rowsOut = append(rowsOut, b.Out(ig, "row_logps."+k, []int64{seq - 1, 1}, ld, "the row's targets' log-probabilities (gather)"))
-	}
-	is := b.AddOp("stack", "per_token_logps", rowsOut)
-	b.Op(is).NoGradB = true // StackBackward0 hands each row a view of the gradient
-	lp := b.Out(is, "per_token_logps", []int64{rows, seq - 1}, ld, "the rows' per-token log-probabilities, stacked")
+	lp := b.trlRowLogSoftmax(x, labels, seq-1)
 	im := b.AddOp("eq", "completion_mask", []Value{labels})
 	b.Op(im).NoGradB = true
 	mask := b.Out(im, "completion_mask", []int64{rows, seq - 1}, units.BOOL, "shift_completion_mask == 0, the positions zeroed in place (index_put_)")
 	b.Val(mask).Grad = false
 	isum := b.AddOp("sum", "logps", []Value{lp, mask})
 	return b.Out(isum, "logps", []int64{rows}, ld, "each row's summed log-probability (per_token_logps.sum(dim=1))")
+}
+
+// trlRowLogSoftmax lowers selective_log_softmax's loop over 16-bit logits
+// x ([rows, ..., V]): each row's log_softmax over its last positions
+// ([positions, V], saved by LogSoftmaxBackward0) and the gather of its
+// labels, stacked into the per-token log-probabilities [rows, positions]
+// in x's dtype, under the caller's scope. labels are input_ids (the
+// gather's index is a view).
+func (b *Builder) trlRowLogSoftmax(x, labels Value, positions int64) Value {
+	s := b.Shape(x)
+	rows, vocab := s[0], s[len(s)-1]
+	ld := b.Dtype(x)
+	rowsOut := make([]Value, 0, rows)
+	for r := range rows {
+		k := Itoa(r)
+		il := b.AddOp("log_softmax", "log_softmax_"+k, []Value{x})
+		lsm := b.Out(il, "row_log_softmax."+k, []int64{positions, vocab}, ld, "F.log_softmax of one row's shifted logits (selective_log_softmax's loop), saved for its backward")
+		b.Save(il, lsm)
+		ig := b.AddOp("gather", "gather_"+k, []Value{lsm, labels})
+		rowsOut = append(rowsOut, b.Out(ig, "row_logps."+k, []int64{positions, 1}, ld, "the row's targets' log-probabilities (gather)"))
+	}
+	is := b.AddOp("stack", "per_token_logps", rowsOut)
+	b.Op(is).NoGradB = true // StackBackward0 hands each row a view of the gradient
+	return b.Out(is, "per_token_logps", []int64{rows, positions}, ld, "the rows' per-token log-probabilities, stacked")
 }

@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// grpoLogitsPlan is grpo_live.py's model and rows (ktoLivePlan's Llama of
+// hidden 64, 2 layers, V = 1,000, bf16): 2 rows of 12 tokens, the last 8
+// the completion, GRPOTrainer at the TRL release trl.
+func grpoLogitsPlan(trl string) *core.Plan {
+	p := ktoLivePlan()
+	p.Seq = 12
+	p.Preference = &core.Preference{Trainer: core.TrainerTRL, TRL: trl, Loss: core.LossGRPO, Reference: core.RefNone,
+		GRPOConfig: core.GRPOConfig{Completion: 8}}
+	return p
+}
+
+// TestGRPOLiveAsTRL holds memsh's replay of GRPOTrainer's logits path to
+// what the same steps allocate on the CPU (torch 2.15, transformers 5.25:
+// `/work/venv-t/bin/python tools/oracle/grpo_live.py`), the tensors of at
+// least one row's completion logits ([8, 1,000] bf16, 16,000 bytes) whose
+// last dimension is the vocabulary, summed after each op. Forward, at
+// both releases, 196,000 bytes in entropy_from_logits' multiply: the
+// logits [2, 9, 1,000] 36,000, the two rows' saved log_softmax [8, 1,000]
+// 16,000 each, and 32,000 more, 1.8's flattened copy of the divided view
+// (entropy's reshape) or 1.10's quotient (logits / temperature), then the
+// chunk's log_softmax, exp and product [16, 1,000] 32,000 each. Backward,
+// 1.8: 100,000 in CopySlices' division (the logits' gradient from
+// new_empty_strided 36,000, the slice's gradient cloned and divided,
+// 32,000 each). 1.10: 68,000 in the oracle (the quotient's gradient and
+// the logits' from SliceBackward0), 80,000 in memsh, which makes the
+// quotient's whole gradient at the first row's log_softmax backward, while
+// both rows' saved log_softmax and that row's gradient are live, where
+// PyTorch stacks the rows' gradients once every row is done
+// (trl_logits.go): an upper bound by one row's log_softmax and gradient.
+func TestGRPOLiveAsTRL(t *testing.T) {
+	for _, c := range []struct {
+		trl          string
+		fwd, bwd     int64
+		fwdAt, bwdAt string
+	}{
+		{core.TRLLogits, 196_000, 100_000, "entropy.entropy_from_logits", "temperature_"},
+		{core.TRLLogitsDiv, 196_000, 80_000, "entropy.entropy_from_logits", "selective_log_softmax.log_softmax_1"},
+	} {
+		p := grpoLogitsPlan(c.trl)
+		if peak, at := vocabLive(t, p, false); peak != c.fwd || at != c.fwdAt {
+			t.Errorf("trl=%q: the forward's vocabulary-sized tensors peak at %d bytes in %s, want %d in %s", c.trl, peak, at, c.fwd, c.fwdAt)
+		}
+		if peak, at := vocabLiveBackward(t, p); peak != c.bwd || at != c.bwdAt {
+			t.Errorf("trl=%q: the backward's vocabulary-sized tensors peak at %d bytes in %s, want %d in %s", c.trl, peak, at, c.bwd, c.bwdAt)
+		}
+	}
+}
+
+// vocabLiveBackward is vocabLive's sum over the backward, the parameters'
+// gradients and the optimizer's temporaries left out as the oracle leaves
+// out tensors whose last dimension is not the vocabulary; the saved
+// tensors live at the backward's start count from there.
+func vocabLiveBackward(t *testing.T, p *core.Plan) (int64, string) {
+	t.Helper()
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rowBytes = 16_000
+	var sum, peak int64
+	at := ""
+	live := map[string]int64{}
+	for _, e := range r.Trace.SteadyEvents() {
+		if e.Size < rowBytes || strings.HasSuffix(e.Tensor, ".weight.grad") || e.Op == "optimizer.step" {
+			continue
+		}
+		switch e.Action {
+		case "alloc":
+			live[e.Tensor] += e.Size
+			if e.Phase == replay.PhaseBackward {
+				sum += e.Size
+			}
+		case "free_completed":
+			live[e.Tensor] -= e.Size
+			if e.Phase == replay.PhaseBackward {
+				sum -= e.Size
+			}
+		}
+		if e.Phase == replay.PhaseBackward && sum > peak {
+			peak, at = sum, e.Op
+		}
+		if e.Phase == replay.PhaseForward {
+			sum = 0
+			for _, n := range live {
+				sum += n
+			}
+		}
+	}
+	return peak, at
+}
