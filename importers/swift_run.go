@@ -4,6 +4,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -25,9 +26,16 @@ func swiftData(t *tree, o Options) error {
 	if err != nil {
 		return err
 	}
+	fromModel := false
 	if n == 0 && o.Seq == 0 {
-		return &Error{File: t.file, Key: "max_length", Msg: "missing: ms-swift then cuts rows at the model's max_model_len, which memsh does not read",
-			Hint: "give the script's --max_length 2048, or the tokens per row: --seq N"}
+		if n, err = swiftMaxModelLen(o); err != nil {
+			return err
+		}
+		if n == 0 {
+			return &Error{File: t.file, Key: "max_length", Msg: "missing: ms-swift then cuts rows at the model's max_model_len, read from its config.json, which memsh does not have",
+				Hint: "give the script's --max_length 2048, the tokens per row: --seq N, or the model's config.json: --model config.json"}
+		}
+		fromModel = true
 	}
 	if n == 0 {
 		n = o.Seq
@@ -62,6 +70,9 @@ func swiftData(t *tree, o Options) error {
 	}
 	t.derive("max_length", n, "max_length")
 	t.derive("attn_implementation", impl, "attn_impl")
+	if fromModel {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("max_length: unset, so ms-swift cuts rows at the model's max_model_len, %d (its config.json: BaseArguments.__post_init__, get_max_model_len)", n))
+	}
 	if !packing && !free && o.Seq == 0 {
 		t.notModelled = append(t.notModelled, fmt.Sprintf("max_length: unpacked rows are padded to the batch's longest, at most %d tokens: memsh replays rows of %d (--seq N for another length)", n, n))
 	}
@@ -345,4 +356,33 @@ func swiftRLHF(t *tree) error {
 		return t.errorf("rlhf_type", hint, "ms-swift's GRPO trainer (its own rollout, vLLM engine and loss, swift/rlhf_trainers/grpo_trainer.py) is not modelled")
 	}
 	return t.errorf("rlhf_type", hint, "rlhf_type %s is not modelled (memsh replays DPO, KTO and GRPO as TRL, LLaMA-Factory and torchtune run them)", quoteKey(kind))
+}
+
+// swiftMaxModelLenKeys are the config.json keys ms-swift takes the
+// model's longest row from, the least of those present
+// (HfConfigFactory.get_max_model_len, swift/model/utils.py at v4.5.2).
+var swiftMaxModelLenKeys = []string{"seq_length", "max_position_embeddings", "n_positions", "model_max_length", "seq_len", "max_seq_len", "max_sequence_length", "max_seq_length"}
+
+// swiftMaxModelLen is the model's max_model_len from its config.json (0
+// without one, or when it names none): the keys at its top level or in a
+// sub-config (text_config, llm_config), as get_config_attr looks.
+func swiftMaxModelLen(o Options) (int64, error) {
+	if o.ModelData == nil {
+		return 0, nil
+	}
+	mt, err := parseJSON(o.Model, o.ModelData)
+	if err != nil {
+		return 0, err
+	}
+	least := int64(0)
+	for k, l := range mt.leaves {
+		name := k[strings.LastIndexByte(k, '.')+1:]
+		if strings.Count(k, ".") > 1 || !slices.Contains(swiftMaxModelLenKeys, name) {
+			continue
+		}
+		if n, ok := l.value.(int64); ok && n > 0 && (least == 0 || n < least) {
+			least = n
+		}
+	}
+	return least, nil
 }

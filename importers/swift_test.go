@@ -151,6 +151,18 @@ func TestSwift(t *testing.T) {
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
              parallel = parallel(dp = 8, zero = 2, reduce_bucket_size = 200000000), cluster = cluster(nodes = 2, gpus_per_node = 4))`,
 	}, {
+		// no --max_length: ms-swift's max_model_len, the least of the
+		// config.json's length keys (Qwen3-8B's max_position_embeddings)
+		name:  "no max_length: the model's max_model_len",
+		file:  "swift/lora_sft.sh",
+		step:  hfStep(1, 16, 1, 40960),
+		opts:  Options{Model: "qwen3-8b.json", Overrides: []string{"max_length=null"}},
+		files: qwen3,
+		notModelled: []string{"max_length: unset, so ms-swift cuts rows at the model's max_model_len, 40960 (its config.json: BaseArguments.__post_init__, get_max_model_len)",
+			strings.ReplaceAll(swiftPadded, "2048", "40960")},
+		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 40960, grad_accum = 16, precision = "bf16",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
@@ -182,7 +194,7 @@ func TestSwiftErrors(t *testing.T) {
 		{name: "packing without flash attention", file: "run.sh", config: cmd + " --packing true\n",
 			want: "run.sh:1: key packing: needs a flash attention implementation (sft_args.py _check_padding_free)", wantHint: "--attn_impl flash_attn"},
 		{name: "no max_length", file: "run.sh", config: "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct\n",
-			want: "run.sh: key max_length: missing: ms-swift then cuts rows at the model's max_model_len, which memsh does not read", wantHint: "--seq N"},
+			want: "run.sh: key max_length: missing: ms-swift then cuts rows at the model's max_model_len, read from its config.json, which memsh does not have", wantHint: "--model config.json"},
 		{name: "no model", file: "run.sh", config: "swift sft --max_length 2048\n",
 			want: "run.sh: key model: missing: ms-swift requires it", wantHint: "--model"},
 		{name: "arguments from a YAML file", file: "run.sh", config: "swift sft sft.yaml\n",
