@@ -198,7 +198,8 @@ func deepspeedBatch(t *tree, dp int64) (micro, accum int64, err error) {
 }
 
 // deepspeedPrecision is fp16 (loss-scaled, fp32 master weights in the
-// optimizer), bf16 (bf16 params and grads, fp32 master), or fp32.
+// optimizer), bf16 (bf16 params and grads, fp32 master), or fp32; the
+// master in 16 bits where the config says so (deepspeedMaster).
 func deepspeedPrecision(t *tree, p *plan) error {
 	for _, k := range []string{"fp16.enabled", "bf16.enabled", "bfloat16.enabled"} {
 		if v, _ := t.get(k); v == "auto" {
@@ -218,16 +219,28 @@ func deepspeedPrecision(t *tree, p *plan) error {
 	} else if alias {
 		bf16 = true
 	}
+	policy := "fp32"
 	switch {
 	case fp16 && bf16:
 		return t.errorf("bf16.enabled", "DeepSpeed refuses both: keep one", "and fp16.enabled are both true")
 	case fp16:
-		p.set("precision", str("fp16-mixed"))
+		policy = "fp16-mixed"
 	case bf16:
-		p.set("precision", str("bf16-mixed"))
-	default:
-		p.set("precision", str("fp32"))
+		policy = "bf16-mixed"
 	}
+	if err := deepspeedAutocast(t); err != nil {
+		return err
+	}
+	master, key, err := deepspeedMaster(t, fp16, bf16)
+	if err != nil {
+		return err
+	}
+	if len(master) == 0 {
+		p.set("precision", str(policy))
+		return nil
+	}
+	p.set("precision", call("precision", append([]string{str(policy)}, master...)...))
+	p.keyOf(t, "precision", key)
 	return nil
 }
 

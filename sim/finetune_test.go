@@ -200,10 +200,14 @@ func TestOffload(t *testing.T) {
 	if _, err := Evaluate(&p, core.Options{}); err == nil || !strings.Contains(err.Error(), "ZeRO optimizer only") {
 		t.Errorf("offload(optimizer=\"cpu\") without zero=: %v, want the refusal", err)
 	}
-	// One GPU, ZeRO-2 at dp=1 (replay/shard_offload.go): host: fp32 master
+	// One GPU, ZeRO-2 at dp=1 (replay/shard_offload.go), DeepSpeed's bf16
+	// (bf16-mixed: bf16 parameters, fp32 master and moments): host: fp32 master
 	// + two fp32 moments + fp32 grads + the bf16 staging copy, 18 B, and
 	// the pinned bf16 temp_grad_buffer_for_cpu_offload of the largest
 	// parameter (1000 x 256); PCIe: fp32 grads down, bf16 params up, 6 B.
+	if p.Precision, err = core.LookupPrecision("bf16-mixed"); err != nil {
+		t.Fatal(err)
+	}
 	p.Parallel = core.Parallelism{Zero: 2}
 	opt, err := Evaluate(&p, core.Options{})
 	if err != nil {

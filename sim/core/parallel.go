@@ -346,22 +346,3 @@ func PadVocab(v, tp int64) int64 {
 	q := 128 * tp
 	return (v + q - 1) / q * q
 }
-
-// deepspeedPrecision is the plan as DeepSpeed runs a mixed-precision
-// policy: DeepSpeed does not use torch.autocast; its "bf16"/"fp16" modes
-// hold the model in the 16-bit dtype (parameters and gradients) and keep
-// fp32 master weights and optimizer state in the ZeRO optimizer (the ZeRO
-// paper's mixed-precision Adam). It reports false when nothing changes.
-func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
-	prec := p.Precision
-	if p.Parallel.Norm().Zero == 0 || !prec.Autocast {
-		return nil, false
-	}
-	q := *p
-	q.Precision = Precision{Name: prec.Name, Params: prec.Compute, Compute: prec.Compute, Grads: prec.Compute,
-		Master: prec.Params, States: prec.States}
-	if q.Precision.Master == q.Precision.Params {
-		q.Precision.Master = units.FP32
-	}
-	return &q, true
-}

@@ -36,7 +36,7 @@ func (p *ParamInfo) StateDType(prec Precision) units.DType {
 // when it has none (no master weights in the plan, or stored in the
 // master's dtype already).
 func (p *ParamInfo) MasterDType(prec Precision) units.DType {
-	if prec.Master == units.InvalidDType || prec.Master == p.Stored(prec) {
+	if prec.Master == units.InvalidDType || prec.Master == p.Stored(prec) && !prec.MasterClone {
 		return units.InvalidDType
 	}
 	return prec.Master

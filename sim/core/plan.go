@@ -274,6 +274,9 @@ func (p *Plan) RefusalIn(checked *Model, memo *LayoutMemo) error {
 	if err := p.Precision.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error()}
 	}
+	if err := p.validateZeroPrecision(); err != nil {
+		return err
+	}
 	if err := p.Optimizer.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error()}
 	}

@@ -31,6 +31,17 @@ type Precision struct {
 	// keeps it under changed dtypes (precision("megatron", grads="bf16"):
 	// --grad-reduce-in-bf16; params="fp16", compute="fp16": --fp16).
 	Megatron bool
+	// MasterClone is true when the optimizer keeps its Master copy even
+	// in the params' dtype: DeepSpeed's ZeRO optimizers clone their
+	// partition (DeepspeedPolicy, zero_precision.go). Otherwise a master
+	// in the params' dtype is no copy at all.
+	MasterClone bool
+}
+
+// HasMaster reports whether the optimizer keeps a master copy of the
+// weights it steps.
+func (p Precision) HasMaster() bool {
+	return p.Master != units.InvalidDType && (p.Master != p.Params || p.MasterClone)
 }
 
 // NormDType is the dtype of RMSNorm weights.

@@ -467,9 +467,12 @@ func (d *distState) backwardEnd(r *Replay) {
 
 // optimizerStep runs the sharded step and reports whether it replaced the
 // default one. DeepSpeed and Megatron step with fused multi-tensor Adam
-// (in place); DeepSpeed first makes an fp32 copy of the gradient partition
-// (stage_1_and_2.py step: flatten(averaged_gradients).to(fp32); stage3.py
-// per sub-group). FSDP steps the sharded tensors with the plan's optimizer.
+// (in place); DeepSpeed first makes a copy of the gradient partition in
+// the master's dtype (stage_1_and_2.py step:
+// flatten(averaged_gradients).to(master dtype), no second copy where the
+// gradients are in it already; stage3.py per sub-group,
+// _prepare_fp32_grad_for_sub_group). FSDP steps the sharded tensors with
+// the plan's optimizer.
 func (d *distState) optimizerStep(r *Replay) bool {
 	if d == nil {
 		return false
@@ -479,11 +482,29 @@ func (d *distState) optimizerStep(r *Replay) bool {
 	case DistMegatron:
 		return true
 	case DistZeRO:
+		master := prec.ZeroMaster()
 		if d.Par.Zero == 3 {
 			var sub int64
+			// _prepare_fp32_grad_for_sub_group (not with offload_optimizer,
+			// whose partitions reach the host in the backward):
+			// self.flatten(averaged_gradients) is a new tensor in the
+			// gradients' dtype, .to(master dtype) a second one unless it
+			// is in it already; the first is freed as the statement ends.
+			offloaded := d.ZeroOffload(r)
 			flush := func() {
 				if sub > 0 {
-					r.release(d.alloc(r, "fp32 gradient of sub-group", []int64{sub}, units.FP32, units.FP32.Bytes(sub), core.CatTemporaries, "fp32 copy of the gradient partition of one sub-group (stage3.py)"))
+					if offloaded { // the partition went to the host in the backward, cast there
+						r.release(d.alloc(r, master.String()+" gradient of sub-group", []int64{sub}, master, master.Bytes(sub), core.CatTemporaries, master.String()+" copy of the gradient partition of one sub-group (stage3.py)"))
+						sub = 0
+						return
+					}
+					flat := d.alloc(r, "flat gradient of sub-group", []int64{sub}, prec.Grads, prec.Grads.Bytes(sub), core.CatTemporaries, "the gradient partition of one sub-group flattened (stage3.py _prepare_fp32_grad_for_sub_group)")
+					if prec.Grads != master {
+						cast := d.alloc(r, master.String()+" gradient of sub-group", []int64{sub}, master, master.Bytes(sub), core.CatTemporaries, master.String()+" copy of the flattened gradient partition of one sub-group (stage3.py)")
+						r.release(flat)
+						flat = cast
+					}
+					r.release(flat)
 				}
 				sub = 0
 			}
@@ -508,8 +529,8 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			n := zeroPartition(g.numel, g.n)
 			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), core.CatTemporaries, "flattened gradient partition (DeepSpeed step)")
 			fp32 := int32(none)
-			if prec.Grads != units.FP32 {
-				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, units.FP32, units.FP32.Bytes(n), core.CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
+			if prec.Grads != master {
+				fp32 = d.alloc(r, g.name+" "+master.String()+" gradient partition", []int64{n}, master, master.Bytes(n), core.CatTemporaries, master.String()+" copy of the gradient partition for the optimizer (single_grad_partition)")
 			}
 			r.release(flat)
 			if k == len(d.groups(true))-1 && d.zg != nil {

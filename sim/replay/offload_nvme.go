@@ -136,10 +136,11 @@ func (d *distState) nvmeShard(r *Replay, n, states int64) bool {
 	}
 	nv := r.fo().nv()
 	nv.optLargest = max(nv.optLargest, n)
-	if units.FP32.Bytes(n) < aioMinBytes {
+	m := r.Plan.Precision.ZeroMaster()
+	if m.Bytes(n) < aioMinBytes {
 		return false
 	}
-	master, grads := units.FP32.Bytes(n), units.FP32.Bytes(n)
+	master, grads := m.Bytes(n), m.Bytes(n)
 	nv.optStates += master + states + grads
 	if r.Plan.Phase == core.Eval { // evaluation steps nothing
 		return true

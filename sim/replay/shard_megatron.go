@@ -2,7 +2,6 @@ package replay
 
 import (
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // Megatron's fp32 main parameters and Adam moments, one tensor per
@@ -80,7 +79,7 @@ func megatronShards(p *core.Program, g paramGroup, shard int64) []mainShard {
 func (d *distState) megatronMainParams(r *Replay, shards []mainShard) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
-	master := prec.Master != units.InvalidDType && prec.Master != prec.Params
+	master := prec.HasMaster()
 	if master {
 		for _, s := range shards {
 			name := d.p.Params[s.pi].Name

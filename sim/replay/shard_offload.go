@@ -2,7 +2,6 @@ package replay
 
 import (
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // ZeRO-Offload on data-parallel ranks: DeepSpeed ZeRO stages 1-3 with
@@ -87,11 +86,12 @@ func (d *distState) paramOnlyStepCopy(r *Replay, n int64) {
 	if !d.zeroParamOffload(r) || d.ZeroOffload(r) || r.Plan.Phase == core.Eval {
 		return
 	}
-	r.Rep.Traffic.PCIe += units.FP32.Bytes(n)
-	if r.Plan.Precision.Params != units.FP32 {
+	master := r.Plan.Precision.ZeroMaster()
+	r.Rep.Traffic.PCIe += master.Bytes(n)
+	if r.Plan.Precision.Params != master {
 		fo := r.fo()
-		fo.stepStaging = max(fo.stepStaging, units.FP32.Bytes(n)) // freed after each sub-group's copy
-		d.pageableUp += units.FP32.Bytes(n)
+		fo.stepStaging = max(fo.stepStaging, master.Bytes(n)) // freed after each sub-group's copy
+		d.pageableUp += master.Bytes(n)
 	}
 }
 
@@ -116,18 +116,18 @@ func (d *distState) ZeroOffload(r *Replay) bool {
 func (d *distState) offloadShard(r *Replay, n int64) {
 	fo := r.fo()
 	prec := r.Plan.Precision
-	master := units.FP32.Bytes(n)
+	master := prec.ZeroMaster().Bytes(n)
 	var states int64
-	for _, s := range r.Plan.Optimizer.States([]int64{n}, n, units.FP32) {
+	for _, s := range r.Plan.Optimizer.States([]int64{n}, n, prec.ZeroHostStates()) {
 		states += s.Bytes
 	}
 	r.Rep.States.Master += master
 	r.Rep.States.Optimizer += states
 	if !d.nvmeShard(r, n, states) { // ZeRO-Infinity swaps it to NVMe (offload_nvme.go)
 		fo.hostStates += master + states
-		fo.addHostGrads(units.FP32, units.FP32.Bytes(n))
+		fo.addHostGrads(prec.ZeroMaster(), prec.ZeroMaster().Bytes(n))
 	}
-	down := units.FP32.Bytes(n) // the fp32 gradient partition
+	down := prec.ZeroMaster().Bytes(n) // the gradient partition in the master's dtype
 	if d.Par.Zero == 3 {
 		down += 2 * prec.Grads.Bytes(n) // the reduced partition to the host and back at the first micro-step
 	} else {
@@ -240,9 +240,10 @@ func (d *distState) largestTrainable() int64 {
 // offloadStep12 is the stage 1-2 step with the optimizer on the host: one
 // gradient at a time is cast to fp32 on the GPU and copied down.
 func (d *distState) offloadStep12(r *Replay) {
-	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.Plan.Precision.Grads != units.FP32 {
-		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, units.FP32, units.FP32.Bytes(n), core.CatTemporaries,
-			"one gradient cast to fp32 on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
+	master := r.Plan.Precision.ZeroMaster()
+	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.Plan.Precision.Grads != master {
+		r.release(d.alloc(r, master.String()+" gradient for the host copy", []int64{n}, master, master.Bytes(n), core.CatTemporaries,
+			"one gradient cast to the master's dtype on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
 	}
 }
 

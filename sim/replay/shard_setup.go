@@ -180,9 +180,9 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 		return
 	}
 	st := &r.Rep.States
-	if prec.Master != units.InvalidDType && prec.Master != prec.Params {
+	if prec.HasMaster() {
 		b := prec.Master.Bytes(n)
-		d.alloc(r, name+" master", []int64{n}, prec.Master, b, core.CatOptimizer, "fp32 master weights ("+why+")")
+		d.alloc(r, name+" master", []int64{n}, prec.Master, b, core.CatOptimizer, prec.Master.String()+" master weights ("+why+")")
 		st.Master += b
 	}
 	for _, s := range r.Plan.Optimizer.States([]int64{n}, n, prec.States) {

@@ -226,7 +226,7 @@ func (r *Replay) tableStep(tp *tableProg) TableStep {
 			if !tp.train || !p.Trainable {
 				continue
 			}
-			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
+			if prec.HasMaster() {
 				ts.DeviceBytes += prec.Master.Bytes(p.Numel)
 			}
 			for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, prec.States) {

@@ -134,7 +134,7 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 		}
 		if train && e.trainable && !offloaded { // ZeRO-Offload: master, moments and gradient partition on the host
 			var st int64
-			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
+			if prec.HasMaster() {
 				st += prec.Master.Bytes(e.numel)
 			}
 			st += p.Optimizer.MinStateBytes(e.numel, prec.States)

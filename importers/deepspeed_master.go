@@ -1,0 +1,91 @@
+package importers
+
+import "strings"
+
+// deepspeedMaster reads DeepSpeed's low-precision master options
+// (runtime/precision_config.py at edaa722, docs/_pages/config-json.md
+// "bf16:bf16_master_weights_and_grads"): bf16.bf16_master_weights_and_grads
+// keeps the ZeRO optimizer's master partition and its gradients in bf16,
+// bf16.bf16_optimizer_states its moments too, fp16.fp16_master_weights_and_grads
+// the master in fp16 (moments fp32, on the host: ZeRO-Offload only). It
+// returns precision()'s keywords beyond the policy (master=, optimizer_states=)
+// and the key that set them, checking what config.py asserts: ZeRO stages
+// 1 to 3 only, bf16 moments with a bf16 master only. That a 16-bit master
+// with fp32 moments needs offload_optimizer is the plan's check
+// (sim/core/zero_precision.go), named by the key.
+func deepspeedMaster(t *tree, fp16, bf16 bool) (args []string, key string, err error) {
+	section := "bf16"
+	if _, ok := t.leaves["bfloat16.bf16_master_weights_and_grads"]; ok {
+		section = "bfloat16" // DeepSpeed's older name of the section
+	}
+	bfMaster, err := t.boolean(section+".bf16_master_weights_and_grads", false)
+	if err != nil {
+		return nil, "", err
+	}
+	bfStates, err := t.boolean(section+".bf16_optimizer_states", false)
+	if err != nil {
+		return nil, "", err
+	}
+	fpMaster, err := t.boolean("fp16.fp16_master_weights_and_grads", false)
+	if err != nil {
+		return nil, "", err
+	}
+	stage, err := t.integer("zero_optimization.stage", 0, 0, 3)
+	if err != nil {
+		return nil, "", err
+	}
+	type option struct {
+		key     string
+		on, fit bool // set; and under the mode it belongs to
+		dtype   string
+	}
+	for _, o := range []option{
+		{"fp16.fp16_master_weights_and_grads", fpMaster, fp16, "fp16"},
+		{section + ".bf16_master_weights_and_grads", bfMaster, bf16, "bf16"},
+		{section + ".bf16_optimizer_states", bfStates, bf16, "bf16"},
+	} {
+		switch {
+		case !o.on:
+			continue
+		case !o.fit:
+			return nil, "", t.errorf(o.key, strings.SplitN(o.key, ".", 2)[0]+".enabled=true, or drop it", "is set without %s training (the master copy follows the model's 16-bit dtype)", o.dtype)
+		case stage == 0:
+			return nil, "", t.errorf(o.key, "zero_optimization.stage 1, 2 or 3", "needs a ZeRO optimizer: DeepSpeed asserts it at stage 0")
+		}
+		key = o.key
+	}
+	switch {
+	case bfStates && !bfMaster:
+		return nil, "", t.errorf(section+".bf16_optimizer_states", section+".bf16_master_weights_and_grads=true beside it", "needs bf16 master weights: DeepSpeed asserts bf16_optimizer_states requires bf16_master_weights_and_grads")
+	case bfMaster:
+		args = append(args, kw("master", str("bf16")))
+		if bfStates {
+			args = append(args, kw("optimizer_states", str("bf16")))
+		}
+	case fpMaster:
+		args = append(args, kw("master", str("fp16")))
+	}
+	return args, key, nil
+}
+
+// deepspeedAutocast reads the torch_autocast section (runtime/config.py
+// get_torch_autocast_enabled; runtime/torch_autocast.py): engine.forward
+// runs under torch.autocast, over the model as bf16.enabled/fp16.enabled
+// leave it. memsh replays the 16-bit model without autocast's fp32 op list
+// (layer_norm, softmax and the loss in fp32), so enabled is listed as not
+// modelled; its dtype and lower_precision_safe_modules (the gradients'
+// reduction dtype per module) go with it.
+func deepspeedAutocast(t *tree) error {
+	on, err := t.boolean("torch_autocast.enabled", false)
+	if err != nil {
+		return err
+	}
+	if !on {
+		for _, k := range []string{"torch_autocast.dtype", "torch_autocast.lower_precision_safe_modules"} {
+			t.get(k) // read: without autocast they change nothing
+		}
+		return nil
+	}
+	t.notModelledUnder("torch_autocast", "torch.autocast over the model (DeepSpeed's engine.forward): its fp32 ops (layer_norm, softmax, the loss) are replayed in the model's dtype")
+	return nil
+}
