@@ -125,6 +125,50 @@ func TestDeepSpeed(t *testing.T) {
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 512, precision = "bf16-mixed", optimizer = adamw(),
              gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
+	}, {
+		// DeepSpeedExamples' bf16_master_weight baseline (4 x H100,
+		// ZeRO-3): torch_autocast off reads as nothing.
+		name:  "bf16_master_weight's baseline: bf16, fp32 master and moments",
+		file:  "deepspeed/bf16_master_weight_baseline.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4},
+		files: llama2,
+		notModelled: []string{
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+	}, {
+		// bf16_master_weights_and_grads and bf16_optimizer_states: the
+		// master partition and the moments in bf16 (sim's
+		// TestCalibDeepSpeedBF16Master has the run's figures).
+		name:  "bf16_master_weight's bf16_full: master, gradients and moments in bf16",
+		file:  "deepspeed/bf16_master_weight_bf16_full.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4},
+		files: llama2,
+		notModelled: []string{
+			"torch_autocast: torch.autocast over the model (DeepSpeed's engine.forward): its fp32 ops (layer_norm, softmax, the loss) are replayed in the model's dtype",
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision("bf16-mixed", master = "bf16", optimizer_states = "bf16"),
+             optimizer = adamw(fused = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+	}, {
+		name:  "bf16 master weights with their moments offloaded: fp32 moments on the host",
+		file:  "deepspeed/bf16_master_weight_bf16_full.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"bf16.bf16_optimizer_states=false", "torch_autocast.enabled=false", "zero_optimization.offload_optimizer.device=cpu"}},
+		files: llama2,
+		notModelled: []string{
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision("bf16-mixed", master = "bf16"),
+             optimizer = adamw(fused = True), gpu = "H100-80GB", offload = offload(optimizer = "cpu"),
+             parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}})
 }
 
@@ -153,6 +197,12 @@ func TestDeepSpeedErrors(t *testing.T) {
 			want: "ds.json:1: key zero_optimization.stage: 4 is out of range (want 0 to 3)"},
 		{name: "an optimizer memsh does not model", file: "ds.json", config: `{"train_batch_size": 8, "optimizer": {"type": "OneBitLamb"}}`, opts: m,
 			want: "ds.json:1: key optimizer.type: optimizer OneBitLamb is not modelled", wantHint: "AdamW"},
+		{name: "bf16 moments without a bf16 master", file: "ds.json", config: `{"train_batch_size": 8, "bf16": {"enabled": true, "bf16_optimizer_states": true}, "zero_optimization": {"stage": 2}}`, opts: m,
+			want: "ds.json:1: key bf16.bf16_optimizer_states: needs bf16 master weights: DeepSpeed asserts bf16_optimizer_states requires bf16_master_weights_and_grads", wantHint: "bf16_master_weights_and_grads=true"},
+		{name: "a bf16 master at stage 0", file: "ds.json", config: `{"train_batch_size": 8, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true}}`, opts: m,
+			want: "ds.json:1: key bf16.bf16_master_weights_and_grads: needs a ZeRO optimizer: DeepSpeed asserts it at stage 0", wantHint: "stage 1, 2 or 3"},
+		{name: "a bf16 master of an fp16 model", file: "ds.json", config: `{"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"bf16_master_weights_and_grads": true}, "zero_optimization": {"stage": 3}}`, opts: m,
+			want: "ds.json:1: key bf16.bf16_master_weights_and_grads: is set without bf16 training (the master copy follows the model's 16-bit dtype)", wantHint: "bf16.enabled=true"},
 		{name: "malformed JSON", file: "ds.json", config: `{"train_batch_size": }`, opts: m,
 			want: "ds.json: not a valid JSON object: invalid character '}' looking for beginning of value"},
 	})

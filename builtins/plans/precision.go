@@ -153,7 +153,12 @@ func PrecisionBuiltins() []host.Builtin {
 			"and the plan runs as Megatron-LM runs it (Transformer Engine's fused norms, Megatron's fused SwiGLU and rope, its batch, main-grad " +
 			"buffers and overlapped tensor-parallel communication); changed dtypes keep that: --grad-reduce-in-bf16 is " +
 			"precision(\"megatron\", grads=\"bf16\"), --fp16 precision(\"megatron\", params=\"fp16\", compute=\"fp16\"). " +
-			"precision(params=bf16, grads=fp32, master=fp32) has the same dtypes run by PyTorch's eager kernels.",
+			"precision(params=bf16, grads=fp32, master=fp32) has the same dtypes run by PyTorch's eager kernels.\n\n" +
+			"Under DeepSpeed's ZeRO (parallel(zero=...)) an autocast policy runs as DeepSpeed's bf16/fp16 mode: the model in the 16-bit dtype, " +
+			"the ZeRO optimizer's master partition in master (fp32 unless set) and always its own copy, even in the parameters' dtype; " +
+			"its moments on the GPU in the master's dtype. precision(\"bf16-mixed\", master=\"bf16\", optimizer_states=\"bf16\") is " +
+			"bf16_master_weights_and_grads with bf16_optimizer_states; master=\"bf16\" alone needs offload(optimizer=\"cpu\") " +
+			"(fp32 moments on the host), as DeepSpeed asserts (docs/sharding.md).",
 		Fn: precisionFn,
 	}}
 }

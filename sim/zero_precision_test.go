@@ -1,0 +1,62 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// TestZeroPrecision: DeepSpeed's ZeRO holds precision(master=) as its
+// master partition, a copy even in the parameters' dtype (a small Llama,
+// hidden 1,024, 4 layers, on 8 GPUs; its ZeRO-1 partition is ceil(n/8)
+// elements), with moments on the GPU in the master's dtype; the dtypes
+// DeepSpeed asserts against are refused with a hint.
+func TestZeroPrecision(t *testing.T) {
+	m := testmodels.Llama(1024, 4, 16, 8, 4096, 32000, "sdpa")
+	part := (m.Params() + 7) / 8
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	with := func(master, states units.DType) core.Precision {
+		p := mixed
+		p.Master, p.States = master, states
+		return p
+	}
+	for _, c := range []struct {
+		name            string
+		prec            core.Precision
+		offload         bool
+		master, moments int64  // bytes per GPU (fused AdamW: a 4-byte step count with the moments)
+		refused         string // the refusal's text, "" when it replays
+	}{
+		{name: "bf16-mixed: fp32 master and moments", prec: mixed, master: 4 * part, moments: 8*part + 4},
+		{name: "bf16 master and moments: bf16_master_weights_and_grads, bf16_optimizer_states", prec: with(units.BF16, units.BF16), master: 2 * part, moments: 4*part + 4},
+		{name: "bf16 master, fp32 moments offloaded", prec: with(units.BF16, units.FP32), offload: true, master: 2 * part, moments: 8*part + 4},
+		{name: "bf16 master, fp32 moments on the GPU", prec: with(units.BF16, units.FP32), refused: "needs ZeRO-Offload"},
+		{name: "bf16 moments, fp32 master", prec: with(units.FP32, units.BF16), refused: "bf16_optimizer_states requires bf16_master_weights_and_grads"},
+		{name: "fp16 master of a bf16 model", prec: with(units.FP16, units.FP16), refused: "this one holds bf16 parameters"},
+		{name: "an int8 master", prec: with(units.INT8, units.FP32), refused: "fp32, bf16 or fp16"},
+	} {
+		p := testmodels.LlamaPlan(m, 1, 512, "bf16-mixed", "none", "H100-80GB")
+		p.Precision = c.prec
+		p.Optimizer.Impl = "fused"
+		p.Parallel = core.Parallelism{DP: 8, Zero: 1}
+		if c.offload {
+			p.Offload = &core.Offload{Optimizer: "cpu"}
+		}
+		r, err := Evaluate(p, core.Options{})
+		if c.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%s: %v, want the refusal %q", c.name, err, c.refused)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if r.States.Master != c.master || r.States.Optimizer != c.moments {
+			t.Errorf("%s: master %d B, moments %d B, want %d and %d", c.name, r.States.Master, r.States.Optimizer, c.master, c.moments)
+		}
+	}
+}
