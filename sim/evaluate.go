@@ -178,6 +178,9 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 	if plan.LigerKernels && !prog.LigerKernels {
 		rep.Notes = append(rep.Notes, "liger_kernels=True: nothing here for Liger's layer kernels to replace (they replace RMSNorm and the SwiGLU MLP's silu(gate) * up; LayerNorm, other MLPs and attention run as before), so the step is the eager one")
 	}
+	if note := zeroPrecisionNote(plan); note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
 	if note := preferenceNote(plan, prog); note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}

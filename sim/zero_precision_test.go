@@ -60,3 +60,42 @@ func TestZeroPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroPrecisionNote: a pure named policy under ZeRO says which
+// DeepSpeed runs sit beside it; a DeepSpeed policy, ZeRO-Offload (fp32
+// master and moments on the host) and DDP say nothing.
+func TestZeroPrecisionNote(t *testing.T) {
+	m := testmodels.Llama(1024, 4, 16, 8, 4096, 32000, "sdpa")
+	for _, c := range []struct {
+		prec    string
+		zero    int
+		offload bool
+		want    string
+	}{
+		{"bf16", 2, false, `precision("bf16-mixed", master="bf16", optimizer_states="bf16")`},
+		{"fp32", 3, false, `precision("fp32", master="fp32") counts it`},
+		{"fp16", 1, false, `its fp16 mode is precision="fp16-mixed"`},
+		{"bf16", 2, true, ""},
+		{"bf16-mixed", 3, false, ""},
+		{"bf16", 0, false, ""},
+	} {
+		p := testmodels.LlamaPlan(m, 1, 512, c.prec, "none", "H100-80GB")
+		p.Parallel = core.Parallelism{DP: 8, Zero: c.zero}
+		if c.offload {
+			p.Offload = &core.Offload{Optimizer: "cpu"}
+		}
+		r, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, n := range r.Notes {
+			if strings.HasPrefix(n, "zero= with precision=") {
+				got = n
+			}
+		}
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s zero=%d offload=%v: note %q, want one with %q", c.prec, c.zero, c.offload, got, c.want)
+		}
+	}
+}
