@@ -134,7 +134,7 @@ type trainer struct {
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, swiftTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, swiftConfigTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, swiftTrainer, anemoiTrainer}
 
 func trainerNames() string {
 	var names []string

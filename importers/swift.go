@@ -41,11 +41,11 @@ import (
 //     flash_attention_2 (swift/model/utils.py AttnImpl); --packing and
 //     --padding_free need flash attention (sft_args.py _check_padding_free).
 var swiftTrainer = &trainer{
-	name:     "swift",
-	about:    "ms-swift's command line (a shell script running swift sft or swift pt) with NPROC_PER_NODE, NNODES and CUDA_VISIBLE_DEVICES: --model, --tuner_type (or --train_type) lora or full, LoRA's rank/alpha/dropout/target_modules/lora_dtype, --torch_dtype, --max_length, --packing, --padding_free, --attn_impl, gradient checkpointing, batch and accumulation, --deepspeed's and --fsdp's presets, --quant_method bnb",
-	exts:     []string{".sh", ".bash"},
-	parse:    parseSwift,
-	modelKey: "model",
+	name:      "swift",
+	about:     "ms-swift's command line (a shell script running swift sft or swift pt) with NPROC_PER_NODE, NNODES and CUDA_VISIBLE_DEVICES: --model, --tuner_type (or --train_type) lora or full, LoRA's rank/alpha/dropout/target_modules/lora_dtype, --torch_dtype, --max_length, --packing, --padding_free, --attn_impl, gradient checkpointing, batch and accumulation, --deepspeed's and --fsdp's presets, --quant_method bnb",
+	exts:      []string{".sh", ".bash"},
+	parseOpts: parseSwift,
+	modelKey:  "model",
 	detect: func(t *tree) bool {
 		_, ok := t.leaves[swiftCommandKey]
 		return ok
@@ -61,7 +61,7 @@ const swiftCommandKey = "launcher.command"
 // value pairs by name (a name with several values a list, one without a
 // value true, as HfArgumentParser reads a bool), the variables exported
 // to it under env.NAME, the command under launcher.command.
-func parseSwift(file string, data []byte) (*tree, error) {
+func parseSwift(file string, data []byte, o Options) (*tree, error) {
 	// a script reaches this reader when the Megatron-LM reader found no
 	// pretrain_gpt.py in it: its messages name both
 	var runner []string // the launcher's command before swift/cli/sft.py
@@ -93,11 +93,10 @@ func parseSwift(file string, data []byte) (*tree, error) {
 	for k, v := range l.env {
 		t.leaves["env."+k] = leaf{value: v, line: l.line}
 	}
-	args := l.args
+	args, config := l.args, ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "--") {
 		if ext := strings.ToLower(path.Ext(args[0])); ext == ".yaml" || ext == ".yml" || ext == ".json" {
-			return nil, &Error{File: file, Line: l.line, Msg: fmt.Sprintf("`%s` reads its arguments from %s, which memsh does not follow", l.launcher, args[0]),
-				Hint: "write its keys on the command line (--model ... --tuner_type ...), as ms-swift's cli/main.py turns them into arguments"}
+			config, args = args[0], args[1:] // read after the command line's own, which win (swiftConfigArgs)
 		}
 	}
 	for i := 0; i < len(args); i++ {
@@ -133,6 +132,11 @@ func parseSwift(file string, data []byte) (*tree, error) {
 				Hint: "argparse keeps the last; give the argument once"}
 		}
 		t.leaves[name] = leaf{value: v, line: l.line}
+	}
+	if config != "" {
+		if err := swiftConfigArgs(t, config, l.line, o.ReadFile); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -249,6 +253,11 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 		swiftDefault(t, nprocKey, int64(1))
 		for _, k := range []string{"env.NPROC_PER_NODE", "env.NNODES"} {
 			t.get(k) // torchrun's flags, not ms-swift's launcher, start the processes
+		}
+	case swiftConfigRunner: // a config file on its own: its ENV, else --gpus and --nodes
+		swiftDefault(t, nprocKey, o.GPUs)
+		if o.Nodes > 1 {
+			swiftDefault(t, nnodesKey, o.Nodes)
 		}
 	case "python": // one process, as ms-swift's launcher without NPROC_PER_NODE
 		nprocKey, nnodesKey = swiftRunnerKey+".nproc", swiftRunnerKey+".nnodes" // never set

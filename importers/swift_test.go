@@ -163,6 +163,37 @@ func TestSwift(t *testing.T) {
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 40960, grad_accum = 16, precision = "bf16",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
 	}, {
+		// `swift sft examples/yaml/deepspeed/sft.yaml`: the config file's
+		// keys as arguments (parse_yaml_args), read from the script's folder
+		name:        "a script naming a YAML config (examples/yaml/deepspeed)",
+		file:        "swift/yaml_deepspeed_sft.sh",
+		step:        hfStep(1, 8, 2, 2048),
+		opts:        Options{ReadFile: readSwiftTestdata},
+		notModelled: ds2Notes,
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+	}, {
+		// the YAML and its JSON twin checked on their own, --gpus 2 the
+		// processes a node
+		name:        "a YAML config on its own",
+		file:        "swift/examples/yaml/deepspeed/sft.yaml",
+		step:        hfStep(1, 8, 2, 2048),
+		opts:        Options{GPUs: 2},
+		notModelled: ds2Notes,
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+	}, {
+		name:        "a JSON config on its own",
+		file:        "swift/examples/yaml/deepspeed/sft.json",
+		step:        hfStep(1, 8, 2, 2048),
+		opts:        Options{GPUs: 2},
+		notModelled: ds2Notes,
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
@@ -197,8 +228,10 @@ func TestSwiftErrors(t *testing.T) {
 			want: "run.sh: key max_length: missing: ms-swift then cuts rows at the model's max_model_len, read from its config.json, which memsh does not have", wantHint: "--model config.json"},
 		{name: "no model", file: "run.sh", config: "swift sft --max_length 2048\n",
 			want: "run.sh: key model: missing: ms-swift requires it", wantHint: "--model"},
-		{name: "arguments from a YAML file", file: "run.sh", config: "swift sft sft.yaml\n",
-			want: "run.sh:1: `swift sft` reads its arguments from sft.yaml, which memsh does not follow", wantHint: "command line"},
+		{name: "arguments from a YAML file memsh cannot read", file: "run.sh", config: "swift sft sft.yaml\n",
+			want: "run.sh:1: the command reads its arguments from sft.yaml, and no file can be read here", wantHint: "memsh check sft.yaml"},
+		{name: "a YAML config whose ENV disagrees with --gpus", file: "sft.yaml", config: "model: Qwen/Qwen2.5-7B-Instruct\ntuner_type: lora\nmax_length: 2048\nENV:\n  NPROC_PER_NODE: 2\n", opts: Options{GPUs: 8},
+			want: "sft.yaml:5: key env.NPROC_PER_NODE: 2 processes a node, where --gpus says 8", wantHint: "--gpus"},
 		{name: "an argument given twice", file: "run.sh", config: cmd + " --max_length 4096\n",
 			want: "run.sh:1: key max_length: given twice: 2048 and 4096", wantHint: "once"},
 		{name: "adapters in fp16 over bf16 weights", file: "run.sh", config: cmd + " --torch_dtype bfloat16 --lora_dtype float16\n",
@@ -279,4 +312,10 @@ func TestExprValue(t *testing.T) {
 			t.Errorf("expr %v = %d, %v; want %d, %v", tc.args, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// readSwiftTestdata reads a file a script names from its folder,
+// testdata/swift, as memsh check does.
+func readSwiftTestdata(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join("testdata", "swift", name))
 }
