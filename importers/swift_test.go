@@ -194,6 +194,16 @@ func TestSwift(t *testing.T) {
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
              parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
 	}, {
+		// swift pt: PretrainArguments is SftArguments with the chat
+		// template off and every token's loss (pretrain_args.py): the same step
+		name:        "swift pt",
+		file:        "swift/lora_sft.sh",
+		step:        hfStep(1, 16, 1, 2048),
+		opts:        Options{Overrides: []string{"launcher.command=swift pt"}},
+		notModelled: []string{swiftPadded},
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
