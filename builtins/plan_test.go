@@ -233,3 +233,17 @@ func TestPlanWithoutSeq(t *testing.T) {
 		{expr: `str(simulate(q)).split("\n")[0]`, want: `"mlp on H100-80GB: batch 4, fp32, adamw(), no checkpointing"`},
 	})
 }
+
+// TestPlanTitleZeroPrecision: a custom autocast policy under ZeRO is
+// titled with the dtypes DeepSpeed holds (the model in bf16, its master
+// copy), not the policy's fp32 parameters; without ZeRO as written.
+func TestPlanTitleZeroPrecision(t *testing.T) {
+	runPreludeCases(t, `q = train(model("mlp", linear(8, 8), loss = "mse"), batch = 4, precision = precision("bf16-mixed", master = "bf16", optimizer_states = "bf16"))`, []evalCase{
+		{expr: `str(simulate(q.replace(parallel = parallel(zero = 2)))).split("\n")[0]`,
+			want: `"mlp on H100-80GB: batch 4, params bf16, compute bf16, grads bf16, master bf16, states bf16, adamw(), no checkpointing"`},
+		{expr: `str(simulate(q.replace(precision = precision("bf16-mixed", optimizer_states = "fp32"), parallel = parallel(zero = 2)))).split("\n")[0]`,
+			want: `"mlp on H100-80GB: batch 4, params bf16, compute bf16, grads bf16, master fp32, states fp32, adamw(), no checkpointing"`},
+		{expr: `str(simulate(q)).split("\n")[0]`,
+			want: `"mlp on H100-80GB: batch 4, params fp32, compute bf16, grads fp32, master bf16, states bf16, adamw(), no checkpointing"`},
+	})
+}

@@ -215,7 +215,7 @@ func (x *Plan) Summary() string {
 	if p.Members > 1 {
 		parts = append(parts, fmt.Sprintf("%d members %s", p.Members, p.MembersMode))
 	}
-	parts = append(parts, x.Args.Get("precision").(Precision).Label(), x.Args.Get("optimizer").String())
+	parts = append(parts, x.Args.Get("precision").(Precision).LabelFor(p), x.Args.Get("optimizer").String())
 	switch p.Checkpoint.Mode {
 	case "none", "":
 		parts = append(parts, "no checkpointing")

@@ -55,6 +55,17 @@ func (x Precision) Label() string {
 	return s
 }
 
+// LabelFor is Label as plan p holds the dtypes: a custom autocast policy
+// under DeepSpeed's ZeRO as DeepSpeed runs it (the model in the compute
+// dtype, its master copy: core.DeepspeedPolicy), "bf16 params" where the
+// policy says fp32 ones.
+func (x Precision) LabelFor(p *core.Plan) string {
+	if !x.custom || !x.p.Autocast || p.Parallel.Norm().Zero == 0 {
+		return x.Label()
+	}
+	return Precision{p: core.DeepspeedPolicy(x.p), custom: true}.Label()
+}
+
 func (x Precision) String() string {
 	if !x.custom {
 		return fmt.Sprintf("precision(%q)", x.p.Name)
