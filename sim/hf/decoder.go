@@ -471,6 +471,17 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		all()
 		m := &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
 			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: true, WNames: true}
+		if c.modelType == "phimoe" {
+			// PhimoeSparseMoeBlock routes by sparsemixer, two experts a
+			// token whatever num_experts_per_tok says (4.57.0 calls it
+			// without top_k, 5.25.0 passes it and never reads it:
+			// modeling_phimoe.py). With input_jitter_noise > 0 (0.01 in
+			// Phi-3.5-MoE's config, 0.0 PhimoeConfig's default) the block
+			// and then its router multiply the input in place by uniform
+			// noise in training, each saving its noise (nn.MoE.Jitter).
+			m.SparseMixer, m.NormTopK, m.TopK = true, false, 2
+			m.Jitter = c.number("input_jitter_noise", 0) > 0
+		}
 		c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
 		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 	case "qwen2_moe", "qwen3_moe", "mellum":

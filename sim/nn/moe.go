@@ -107,6 +107,10 @@ type MoE struct {
 	// until 5.20 and PhimoeTopKRouter, an nn.Linear subclass): quantization, LoRA and
 	// freeze= reach it as they reach the 4.x loop's router.
 	LinearRouter bool
+	// SparseMixer: the router is PhiMoE's sparsemixer (moe_sparsemixer.go)
+	// over the nn.Linear's logits, in place of the softmax router; it
+	// always picks two experts a token.
+	SparseMixer bool
 	// ParamRouter: the softmax router is a parameter module even over the
 	// 4.x loop's nn.Linear experts (transformers 4.57.1's
 	// DeepseekV2MoEGate: F.linear of the fp32 input and weight.float()),
@@ -285,7 +289,9 @@ type MoE struct {
 	GLUParams bool
 	// Jitter multiplies the block's input in place by uniform noise in
 	// training before the router reads it (DbrxRouter's moe_jitter_eps;
-	// moe_dbrx.go): the noise is saved, one more [tokens, dim] tensor.
+	// moe_dbrx.go): the noise is saved, one more [tokens, dim] tensor;
+	// with SparseMixer twice (PhiMoE's input_jitter_noise: the block's
+	// and its router's multiply).
 	Jitter bool
 }
 
@@ -459,6 +465,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if m.Jitter {
 		x = m.jitter(b, x)
+		if m.SparseMixer { // PhimoeTopKRouter multiplies the same tensor again
+			x = m.jitter(b, x)
+		}
 	}
 	r := m.route(b, x)
 	if m.ZeroExperts > 0 {

@@ -25,6 +25,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 	if m.ClassifierRouter {
 		return m.routeZero(b, x, r)
 	}
+	if m.SparseMixer {
+		return m.routeSparseMixer(b, x, r)
+	}
 	switch m.router() {
 	case RouterTopKSigmoid:
 		return m.routeTopKSigmoid(b, x, r)
