@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -38,6 +39,19 @@ import (
 // Not replayed there: the torch_autocast section (layer_norm, softmax and
 // the loss in fp32 over the bf16 model), overlap_comm's buffers, the
 // logits the loop keeps into the next forward.
+//
+// The README's step times, 0.6016 s and 0.6427 s (train.py's time.time()
+// around forward, backward and step, averaged after 5 warm-up steps),
+// are a gap memsh keeps open (issue 20): it prices the step at 0.104 and
+// 0.096 s (-83 %, -85 %), the GEMMs of one 512-token sequence per GPU,
+// ZeRO-3's gathers and reductions by their bytes and the optimizer by
+// its traffic. At this size the step is the host's: with
+// stage3_param_persistence_threshold 0 ZeRO-3 fetches and releases every
+// module through its Python hooks (195 modules a pass, three passes with
+// the recompute) and reduces through 137 buckets of 5e7 elements, none
+// of which memsh times; and the bf16 run's torch_autocast casts (the
+// measured run is 7 % slower, memsh's 8 % faster for its lighter
+// optimizer) are not replayed.
 // go test ./sim -run TestCalibDeepSpeedBF16Master -v prints the figures.
 func TestCalibDeepSpeedBF16Master(t *testing.T) {
 	m := simpleTransformer()
@@ -53,15 +67,17 @@ func TestCalibDeepSpeedBF16Master(t *testing.T) {
 		lowPrecision    bool
 		allocated, peak float64 // GiB, measured
 		boundA, boundP  float64 // memsh's distance, a fraction
+		step            float64 // seconds, measured
 	}{
-		{"baseline (fp32 master and moments)", "bf16-mixed", false, 25.74, 31.38, 0.005, 0.01},
-		{"bf16 master, grads and optimizer states", "bf16-mixed", true, 16.17, 18.93, 0.005, 0.06},
+		{"baseline (fp32 master and moments)", "bf16-mixed", false, 25.74, 31.38, 0.005, 0.01, 0.6016},
+		{"bf16 master, grads and optimizer states", "bf16-mixed", true, 16.17, 18.93, 0.005, 0.06, 0.6427},
 	} {
 		p := testmodels.LlamaPlan(m, 1, 512, c.prec, "full", "H100-80GB")
 		if c.lowPrecision {
 			p.Precision = full
 		}
 		p.Optimizer.Impl = "fused"
+		p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 4}
 		p.Parallel = core.Parallelism{DP: 4, Zero: 3,
 			ReduceBucketSize:          core.ZeroSize{N: 50_000_000, Set: true},
 			ParamPersistenceThreshold: core.ZeroSize{N: 0, Set: true}}
@@ -81,6 +97,11 @@ func TestCalibDeepSpeedBF16Master(t *testing.T) {
 		}
 		if !within(pk, c.peak, c.boundP) {
 			t.Errorf("%s: peak %.3f GiB, measured %.2f", c.name, pk, c.peak)
+		}
+		st := r.Time.StepSeconds
+		t.Logf("%s: step %.3f s (measured %.4f, %+.0f %%; the host's ZeRO-3 hooks not timed)", c.name, st, c.step, 100*(st/c.step-1))
+		if st > c.step || st < c.step/8 {
+			t.Errorf("%s: step %.3f s, measured %.4f: the gap the comment above explains has moved", c.name, st, c.step)
 		}
 		// The master partition: a clone in bf16 (2 B a partition element), fp32 otherwise.
 		part := (m.Params() + 3) / 4
