@@ -233,6 +233,9 @@ func swiftPlan(t *tree, o Options) (*plan, error) {
 
 // envOf is the variable the script exports to ms-swift (marked read).
 func envOf(t *tree, name string) string {
-	s, _ := t.str("env."+name, "")
-	return s
+	v, _ := t.get("env." + name)
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v) // a string in a script; a number from an env.NAME=1 override
 }

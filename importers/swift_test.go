@@ -204,6 +204,16 @@ func TestSwift(t *testing.T) {
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
 	}, {
+		// SWIFT_SINGLE_DEVICE_MODE=1: one device a process whatever it
+		// sees (is_mp), so 2 GPUs seen by one process train on one
+		name:        "SWIFT_SINGLE_DEVICE_MODE",
+		file:        "swift/lora_sft.sh",
+		step:        hfStep(1, 16, 1, 2048),
+		opts:        Options{Overrides: []string{"env.CUDA_VISIBLE_DEVICES=0,1", "env.SWIFT_SINGLE_DEVICE_MODE=1"}},
+		notModelled: []string{swiftPadded},
+		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
@@ -224,6 +234,10 @@ func TestSwiftErrors(t *testing.T) {
 			want: "run.sh: the script never launches pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`", wantHint: "NPROC_PER_NODE=8 swift sft"},
 		{name: "device_map over several GPUs", file: "run.sh", config: "CUDA_VISIBLE_DEVICES=0,1 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",
 			want: "run.sh: key env.NPROC_PER_NODE: unset: ms-swift then runs one process over the 2 GPUs it sees, the model's layers spread over them (device_map), which memsh does not model", wantHint: "NPROC_PER_NODE=2"},
+		{name: "device_map with DDP (multi-gpu/ddp_device_map)", file: "run.sh", config: "CUDA_VISIBLE_DEVICES=0,1,2,3 NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",
+			want: "run.sh:1: key env.NPROC_PER_NODE: 2 processes a node over 4 GPUs: ms-swift spreads each process's model over 2 of them (device_map with DDP), which memsh does not model", wantHint: "NPROC_PER_NODE=4"},
+		{name: "GPUs that do not divide among the processes", file: "run.sh", config: "CUDA_VISIBLE_DEVICES=0,1,2 NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",
+			want: "run.sh:1: key env.NPROC_PER_NODE: 3 GPUs seen do not divide among 2 processes a node (ms-swift asserts n_gpu % local_world_size == 0)", wantHint: "CUDA_VISIBLE_DEVICES"},
 		{name: "--gpus against the script's processes", file: "run.sh", config: "NPROC_PER_NODE=4 " + cmd[len("CUDA_VISIBLE_DEVICES=0 "):] + "\n", opts: Options{GPUs: 8},
 			want: "run.sh:1: key env.NPROC_PER_NODE: 4 processes a node, where --gpus says 8", wantHint: "--gpus"},
 		{name: "fewer GPUs seen than processes", file: "run.sh", config: "NPROC_PER_NODE=4 " + cmd + "\n",

@@ -41,6 +41,7 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 	if err != nil {
 		return o, 0, err
 	}
+	single := envOf(t, "SWIFT_SINGLE_DEVICE_MODE") == "1" // each process on one device whatever it sees
 	visible := int64(0)
 	if v := envOf(t, "CUDA_VISIBLE_DEVICES"); v != "" {
 		visible = int64(len(strings.Split(v, ",")))
@@ -51,7 +52,7 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 		if visible > 0 {
 			gpus = visible
 		}
-		if gpus > 1 {
+		if gpus > 1 && !single {
 			key, what := "env.NPROC_PER_NODE", "unset: ms-swift then runs"
 			if runner == "python" {
 				key, what = swiftRunnerKey, "python: ms-swift runs"
@@ -68,6 +69,18 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 	}
 	if visible > 0 && visible < nproc {
 		return o, 0, t.errorf(nprocKey, "list a GPU for each process in CUDA_VISIBLE_DEVICES", "%d processes a node see %d GPUs", nproc, visible)
+	}
+	// is_mp (swift/utils/env.py at v4.5.2): a process a node seeing two
+	// GPUs or more spreads its model over them (device_map, "MP + DDP"),
+	// unless SWIFT_SINGLE_DEVICE_MODE=1; the GPUs must divide evenly
+	if visible > 0 && !single {
+		if visible%nproc != 0 {
+			return o, 0, t.errorf(nprocKey, "list as many GPUs in CUDA_VISIBLE_DEVICES as processes", "%d GPUs seen do not divide among %d processes a node (ms-swift asserts n_gpu %% local_world_size == 0)", visible, nproc)
+		}
+		if visible/nproc >= 2 {
+			return o, 0, t.errorf(nprocKey, fmt.Sprintf("NPROC_PER_NODE=%d runs one process a GPU; memsh replays that, not device_map's layers spread over a process's GPUs", visible),
+				"%d processes a node over %d GPUs: ms-swift spreads each process's model over %d of them (device_map with DDP), which memsh does not model", nproc, visible, visible/nproc)
+		}
 	}
 	if o.GPUs != 1 && o.GPUs != nproc {
 		return o, 0, t.errorf(nprocKey, "leave --gpus out, or give the script's count", "%d processes a node, where --gpus says %d", nproc, o.GPUs)
