@@ -253,6 +253,9 @@ var swiftNoEffect = []string{
 	"launcher.master_port", "launcher.master_addr", "launcher.node_rank", "launcher.rdzv_id", "launcher.rdzv_backend", "launcher.rdzv_endpoint",
 	"env.MASTER_ADDR", "env.MASTER_PORT", "env.NODE_RANK", "env.OMP_NUM_THREADS", "env.USE_HF", "env.HF_ENDPOINT", "env.WANDB_API_KEY",
 	"env.WANDB_PROJECT", "env.MODELSCOPE_CACHE", "env.HF_HOME", "env.SWANLAB_API_KEY", "env.SYSTEM_PROMPT", "env.NCCL_DEBUG",
+	// where Python, the hubs and the loggers look, and their tokens
+	"env.PYTHONPATH", "env.TOKENIZERS_PARALLELISM", "env.WANDB_MODE", "env.HF_HUB_OFFLINE", "env.HF_DATASETS_OFFLINE",
+	"env.TRANSFORMERS_OFFLINE", "env.HF_TOKEN", "env.MODELSCOPE_API_TOKEN", "env.HF_HUB_CACHE",
 }
 
 // swiftFSDP is --fsdp: ms-swift's fsdp2 preset (swift_config/fsdp2.json),
