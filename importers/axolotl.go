@@ -70,7 +70,8 @@ import (
 //     FSDP as axolotlFSDP says (under FSDP Axolotl casts nothing to fp32
 //     for good: loaders/model.py l.427-437, l.454-477, l.1003-1009).
 //
-// rl dpo or ipo as axolotlRL reads it (TRL 1.8's DPOTrainer).
+// rl dpo or ipo as axolotlRL reads it (TRL 1.8's DPOTrainer), rl kto
+// (its KTOTrainer), rl grpo or gdpo (its GRPOTrainer).
 // The Liger plugin as axolotlLiger reads it; other RL, reward models, other
 // plugins, Unsloth, ReLoRA, LISA and the other
 // options axolotlRefused lists are config errors naming the key.
@@ -92,7 +93,7 @@ var axolotlTrainer = &trainer{
 		return false
 	},
 	plan:     axolotlPlan,
-	noEffect: append(append([]string{}, axolotlNoEffect...), axolotlFSDPNoEffect...),
+	noEffect: append(append(append([]string{}, axolotlNoEffect...), axolotlFSDPNoEffect...), axolotlGRPONoEffect...),
 }
 
 func axolotlPlan(t *tree, o Options) (*plan, error) {
@@ -176,7 +177,7 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if run.preference, err = axolotlRL(t, adapter, cce); err != nil {
+	if run.preference, err = axolotlRL(t, adapter, cce, o.Seq); err != nil {
 		return nil, err
 	}
 	if err := axolotlQAT(t, adapter, &run); err != nil { // axolotl_qat.go

@@ -32,7 +32,7 @@ func TestAxolotlDPOErrors(t *testing.T) {
 	o := Options{Model: "config.json"}
 	runErrorCases(t, []errorCase{
 		{name: "ORPO", file: "r.yml", config: lora + "rl: orpo\n", opts: o,
-			want: "r.yml:9: key rl: not modelled: orpo (memsh replays DPOTrainer, rl dpo or ipo, and KTOTrainer, rl kto)", wantHint: "docs/kto.md"},
+			want: "r.yml:9: key rl: not modelled: orpo (memsh replays DPOTrainer, rl dpo or ipo, KTOTrainer, rl kto, and GRPOTrainer, rl grpo or gdpo)", wantHint: "docs/grpo.md"},
 		{name: "padding-free pairs", file: "r.yml", config: lora + "rl: dpo\ndpo_padding_free: true\n", opts: o,
 			want: "r.yml:10: key dpo_padding_free: not modelled with rl: pairs packed without padding", wantHint: "Starlark"},
 		{name: "Liger's DPO loss", file: "r.yml", config: lora + "rl: dpo\ndpo_use_liger_kernel: true\n", opts: o,
