@@ -99,3 +99,32 @@ func TestZeroPrecisionNote(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroOffloadCPUStepBF16: DeepSpeedCPUAdam steps the host partition
+// in the master's dtype: with bf16_master_weights_and_grads and
+// bf16_optimizer_states it streams 18 bytes an element (read the bf16
+// parameter and gradient, write the parameter: 6; read and write two bf16
+// moments: 8; the copy into the 16-bit staging partition: 2 + 2) where
+// DeepSpeed's bf16 mode streams 34 (fp32: 12 + 16 + 4 + 2), over the same
+// elements: the master's bytes count them in the master's dtype.
+func TestZeroOffloadCPUStepBF16(t *testing.T) {
+	m := testmodels.Llama(1024, 4, 16, 8, 4096, 32000, "sdpa")
+	step := func(prec core.Precision) float64 {
+		p := testmodels.LlamaPlan(m, 1, 512, "bf16-mixed", "none", "H100-80GB")
+		p.Precision = prec
+		p.Parallel = core.Parallelism{DP: 8, Zero: 2}
+		p.Offload = &core.Offload{Optimizer: "cpu"}
+		r, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stepShare(r, "cpu_optimizer")
+	}
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	low := mixed
+	low.Master, low.States = units.BF16, units.BF16
+	fp32, bf16 := step(mixed), step(low)
+	if fp32 <= 0 || !within(bf16/fp32, 18.0/34, 1e-9) {
+		t.Errorf("cpu_optimizer %g s with a bf16 master and moments, %g s in DeepSpeed's bf16 mode: ratio %g, want 18/34", bf16, fp32, bf16/fp32)
+	}
+}

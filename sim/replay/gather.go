@@ -493,15 +493,15 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			offloaded := d.ZeroOffload(r)
 			flush := func() {
 				if sub > 0 {
-					if offloaded { // the partition went to the host in the backward, cast there
-						r.release(d.alloc(r, master.String()+" gradient of sub-group", []int64{sub}, master, master.Bytes(sub), core.CatTemporaries, master.String()+" copy of the gradient partition of one sub-group (stage3.py)"))
-						sub = 0
-						return
+					flat := int32(none)
+					if !offloaded {
+						flat = d.alloc(r, "flat gradient of sub-group", []int64{sub}, prec.Grads, prec.Grads.Bytes(sub), core.CatTemporaries, "the gradient partition of one sub-group flattened (stage3.py _prepare_fp32_grad_for_sub_group)")
 					}
-					flat := d.alloc(r, "flat gradient of sub-group", []int64{sub}, prec.Grads, prec.Grads.Bytes(sub), core.CatTemporaries, "the gradient partition of one sub-group flattened (stage3.py _prepare_fp32_grad_for_sub_group)")
-					if prec.Grads != master {
-						cast := d.alloc(r, master.String()+" gradient of sub-group", []int64{sub}, master, master.Bytes(sub), core.CatTemporaries, master.String()+" copy of the flattened gradient partition of one sub-group (stage3.py)")
-						r.release(flat)
+					if offloaded || prec.Grads != master {
+						cast := d.alloc(r, master.String()+" gradient of sub-group", []int64{sub}, master, master.Bytes(sub), core.CatTemporaries, master.String()+" copy of the gradient partition of one sub-group (stage3.py)")
+						if flat != none {
+							r.release(flat)
+						}
 						flat = cast
 					}
 					r.release(flat)

@@ -1,9 +1,6 @@
 package timing
 
-import (
-	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
-)
+import "github.com/memsh/memsh/sim/core"
 
 // The CPU optimizer step of ZeRO-Offload (offload(optimizer="cpu") or
 // "nvme", one GPU or ZeRO stages 1-3): DeepSpeedCPUAdam steps the rank's
@@ -43,14 +40,16 @@ import (
 
 // CPUOptimizerBytes is the host memory bytes DeepSpeedCPUAdam's step
 // streams per element of the partition under plan's optimizer and
-// precision.
+// precision: the master and its gradient in the master's dtype (fp32, or
+// bf16_master_weights_and_grads' bf16), the state in the host's
+// (core.Precision.ZeroHostStates).
 func CPUOptimizerBytes(plan *core.Plan) float64 {
 	const n = 1 << 20 // any size: the state bytes per element
 	var state int64
-	for _, s := range plan.Optimizer.States([]int64{n}, n, units.FP32) {
+	for _, s := range plan.Optimizer.States([]int64{n}, n, plan.Precision.ZeroHostStates()) {
 		state += s.Bytes
 	}
-	param := float64(units.FP32.Bytes(1))
+	param := float64(plan.Precision.ZeroMaster().Bytes(1))
 	update := 3*param + 2*float64(state)/n                             // read param and grad, write param; read and write the state
 	cast := param + float64(plan.Precision.Params.Bytes(n))/float64(n) // the 16-bit copy of the updated partition
 	return update + cast

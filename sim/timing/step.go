@@ -457,7 +457,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 // hostStepElements is the number of elements the optimizer steps on the
 // host: with the optimizer (or the parameters) offloaded under ZeRO
 // (core/offload.go refuses offload without zero= or fsdp=), every
-// stepped element has its fp32 master there (replay/shard_offload.go
+// stepped element has its master there (replay/shard_offload.go
 // offloadShard), so the host master's bytes count them. FSDP's CPU offload (FSDP2, FSDP1) steps
 // on the host too, with torch's optimizer (torch_cpu_optimizer.go,
 // replay's FsdpHostStepElements).
@@ -469,7 +469,7 @@ func hostStepElements(r *replay.Replay) float64 {
 	if !r.Dist.ZeroOffload(r) { // nil-safe
 		return 0
 	}
-	return float64(r.Rep.States.Master) / float64(units.FP32.Bytes(1))
+	return float64(r.Rep.States.Master) / float64(r.Plan.Precision.ZeroMaster().Bytes(1))
 }
 
 // Times splits the work into exposed time by cause: its rows (PerMB,
