@@ -200,6 +200,27 @@ func TestBlockCopiesExactHF(t *testing.T) {
 	}
 }
 
+// TestBlockCopiesExactStagedBuffers: on four stages the block a stage's
+// second micro-batch lowers afresh (its input another stage's received
+// activation) is copied into the third; the MoE routers'
+// e_score_correction_bias buffers of its lowering are cut from the
+// program with the copy (a module's buffers once), so the third copied
+// names past the buffer list: an internal error (index out of range) on
+// these configs at pp=4 before blockCopies.keepingBuffers. Each is
+// lowered with copies and with every block, and the two must be equal.
+func TestBlockCopiesExactStagedBuffers(t *testing.T) {
+	for _, file := range []string{"minicpm5_moe-15b-a2.5b.json", "hy3.json", "longcat-flash-chat.json", "solar-open-100b.json", "lfm2_moe-8b-a1b.json"} {
+		m, err := hf.FromConfig(readHF(t, file), "sdpa")
+		if err != nil {
+			t.Fatal(file, err)
+		}
+		p := testmodels.LlamaPlan(m, 1, 16, "bf16-mixed", "full", "H100-80GB")
+		p.Device = hw.Device{Name: "test", Memory: 1 << 40}
+		p.Parallel, p.GradAccum = core.Parallelism{PP: 4, DP: 2}, 8
+		t.Run(file, func(t *testing.T) { checkCopiesExact(t, p, core.Options{Timeline: true}) })
+	}
+}
+
 // TestBlockCopiesExactNames covers the copies' names written over the
 // copy before's (core's namesOf): paths of one length that differ in one
 // byte (layers.3 after layers.2), in two (layers.19 after layers.18,

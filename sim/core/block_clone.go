@@ -171,6 +171,24 @@ type blockCopies []*blockCopy
 
 const maxBlockCopies = 4
 
+// keepingBuffers is s without the blocks whose buffers lie past n, the
+// length the program's buffer list was cut back to (a pipeline stage's
+// micro-batch copies register a module's buffers once: lowerStage), so
+// that no later copy reads a buffer that is gone (a router's
+// e_score_correction_bias recorded in a stage's second micro-batch
+// copied into its third indexed past the list: an internal error on
+// MiniCPM5-MoE, Hy3, LongCat-Flash, Solar Open and LFM2-MoE at pp=4).
+// A block without buffers stays.
+func (s blockCopies) keepingBuffers(n int) blockCopies {
+	out := make(blockCopies, 0, len(s))
+	for _, c := range s {
+		if c.first.buffers == c.last.buffers || c.last.buffers <= n {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // lowerBlock lowers layer l as repeated block b.block, under the module
 // path the caller opened, or copies one of srcs when l would lower here
 // exactly as it did. It returns the block's output and the blocks to copy

@@ -293,6 +293,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		r := [2]int{p0, len(b.P.Params)}
 		if f, ok := first[g]; ok {
 			b.P.Buffers = b.P.Buffers[:bu0] // a module's buffers once, not per micro-batch copy (TE's fp8 workspaces)
+			srcs = srcs.keepingBuffers(bu0)
 			if f[1]-f[0] != r[1]-r[0] {
 				return units.Errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
 			}
