@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -97,4 +98,35 @@ func vocabLiveBackward(t *testing.T, p *core.Plan) (int64, string) {
 		}
 	}
 	return peak, at
+}
+
+// TestGRPOGenerationKV: r.notes gives the KV cache transformers' generate
+// ends with, not replayed: Llama 3 8B's 32 layers x keys and values x 8
+// key-value heads x 128 x bf16 = 131,072 bytes a token, for batch x
+// grad_accum completions (steps_per_generation's default) of seq tokens;
+// none is named under vLLM, whose engine generates.
+func TestGRPOGenerationKV(t *testing.T) {
+	for _, c := range []struct {
+		accum int64
+		vllm  string
+		want  string
+	}{
+		{1, "", "its KV cache ends at 1.50 GiB for the generation batch's 8 completions of 1536 tokens"}, // 131,072 x 8 x 1,536
+		{4, "", "its KV cache ends at 6.00 GiB for the generation batch's 32 completions of 1536 tokens"},
+		{1, core.VLLMServer, ""},
+	} {
+		m := testmodels.Llama(4096, 32, 32, 8, 14336, 128256, "flash")
+		p := testmodels.LlamaPlan(m, 8, 1536, "bf16", "full", "H100-80GB")
+		p.GradAccum = c.accum
+		p.Preference = &core.Preference{Trainer: core.TrainerTRL, TRL: core.TRLFusedHead, Loss: core.LossGRPO, Reference: core.RefNone,
+			GRPOConfig: core.GRPOConfig{Completion: 1024, VLLM: c.vllm}}
+		r, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		note := strings.Join(r.Notes, "\n")
+		if got := strings.Contains(note, "its KV cache ends at"); got != (c.want != "") || !strings.Contains(note, c.want) {
+			t.Errorf("accum %d, vllm %q: notes %q, want %q", c.accum, c.vllm, note, c.want)
+		}
+	}
 }
