@@ -30,6 +30,10 @@ func hfTransformers(t *tree) (string, int, error) {
 	if !ok {
 		return "", 0, t.errorf(key, hint, "want a transformers 4.x or 5.x release, got %s", quoteKey(v))
 	}
+	if hf.ReleaseAfterNewest(v) {
+		return "", 0, t.errorf(key, "memsh has read transformers' wheels up to "+hf.DefaultTransformers+": memsh.transformers="+hf.DefaultTransformers+" models the run as that release does, or leave the key out",
+			"transformers %s is newer than the releases memsh models", quoteKey(v))
+	}
 	return v, major, nil
 }
 

@@ -107,6 +107,8 @@ func TestHFLoadedDtypeErrors(t *testing.T) {
 			want: "args.json:1: key fp16: with m.json's dtype float16: the GradScaler refuses to unscale fp16 gradients (torch: \"Attempting to unscale FP16 gradients.\")", wantHint: "train LoRA adapters"},
 		{name: "a release memsh does not read", file: "args.json", config: args, opts: model(`{"dtype": "bfloat16"}`), overrides: []string{"memsh.transformers=3.36.2"},
 			want: "command line: key memsh.transformers: want a transformers 4.x or 5.x release, got 3.36.2", wantHint: "memsh.transformers=4.57.1"},
+		{name: "a release after the newest memsh has read", file: "args.json", config: args, overrides: []string{"memsh.transformers=5.26.0"}, opts: Options{Seq: 512},
+			want: "command line: key memsh.transformers: transformers 5.26.0 is newer than the releases memsh models", wantHint: "memsh.transformers=5.25.0"},
 		{name: "a release that is no version", file: "args.json", config: args, overrides: []string{"memsh.transformers=latest"}, opts: Options{Seq: 512},
 			want: "command line: key memsh.transformers: want a transformers 4.x or 5.x release, got latest", wantHint: "pip show transformers"},
 		{name: "a release read as a number", file: "args.json", config: args, overrides: []string{"memsh.transformers=4.50"}, opts: Options{Seq: 512},

@@ -226,6 +226,14 @@ func newestRelease() [2]int {
 	return v
 }
 
+// ReleaseAfterNewest says whether transformers release v
+// ("major.minor[.patch]") is newer than every release memsh has read
+// (checkRelease refuses it); false when v is no release.
+func ReleaseAfterNewest(v string) bool {
+	p, err := parseTransformers(v)
+	return err == nil && !atLeast(newestRelease(), p)
+}
+
 // checkRelease refuses a transformers release that is no version or is
 // newer than newestRelease ("" is DefaultTransformers).
 func checkRelease(version string) error {
