@@ -68,4 +68,32 @@ func TestMoETinySavesAsTransformers(t *testing.T) {
 			t.Errorf("%s %v %s %s experts=%q, %d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.set, tc.prec, tc.attn, tc.impl, tc.layers, got, tc.want, got-tc.want)
 		}
 	}
+	// Every layer checkpointed (hf_block_saved.py ... bfloat16 sdpa nocache
+	// ckpt held): "kept" plus "held", the arguments the checkpointed layers
+	// hold out of autograd's sight (position_ids and the rotary cos and
+	// sin, 2,304 bytes); the jitter's noise is drawn again in the recompute,
+	// nothing kept.
+	for _, tc := range []struct {
+		file       string
+		set        map[string]any
+		kept, held int64
+	}{
+		{"mixtral-tiny.json", nil, 83_204, 2_304},
+		{"qwen2_moe-tiny.json", nil, 83_204, 2_304},
+		{"phimoe-tiny.json", nil, 66_820, 2_304},
+		{"phimoe-tiny.json", jitter, 66_820, 2_304},
+	} {
+		m, err := hf.FromConfigOptions(ropeConfig(t, tc.file, 2, tc.set), hf.Options{Attn: "sdpa", Transformers: "5.25.0"})
+		if err != nil {
+			t.Fatal(tc.file, err)
+		}
+		p := tinyPlan(t, m)
+		if p.Checkpoint, err = core.ParseCheckpoint("full"); err != nil {
+			t.Fatal(err)
+		}
+		p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+		if got, want := evalPlan(t, p).SavedActivations, tc.kept+tc.held; got != want {
+			t.Errorf("%s %v checkpointed: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.set, got, want, got-want)
+		}
+	}
 }
