@@ -174,7 +174,7 @@ func TestMegatronErrors(t *testing.T) {
 		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `if` must be followed by a statement list"},
 		{name: "a script that exits first", file: "run.sh", config: "exit 3\n" + launch + "\n",
 			want: "run.sh: the script never launches pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`", wantHint: "torchrun"},
-		{name: "bash -c in a loop: the commands it runs count", file: "run.sh", config: "while :; do bash -c 'x=1; y=2'; done\n" + launch + "\n",
+		{name: "bash -c in a loop: the commands it runs count", file: "run.sh", config: "while :; do bash -c ':; :; :; :; :; :; :; :; :'; done\n" + launch + "\n",
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
 		{name: "a script that loops for ever", file: "run.sh", config: "while :; do :; done\n" + launch + "\n",
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
