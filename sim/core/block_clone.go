@@ -178,15 +178,23 @@ const maxBlockCopies = 4
 // e_score_correction_bias recorded in a stage's second micro-batch
 // copied into its third indexed past the list: an internal error on
 // MiniCPM5-MoE, Hy3, LongCat-Flash, Solar Open and LFM2-MoE at pp=4).
-// A block without buffers stays.
+// A block without buffers stays; s itself when every block stays (most
+// stacks register no buffer: no list made a micro-batch).
 func (s blockCopies) keepingBuffers(n int) blockCopies {
-	out := make(blockCopies, 0, len(s))
-	for _, c := range s {
-		if c.first.buffers == c.last.buffers || c.last.buffers <= n {
-			out = append(out, c)
+	keeps := func(c *blockCopy) bool { return c.first.buffers == c.last.buffers || c.last.buffers <= n }
+	for i, c := range s {
+		if keeps(c) {
+			continue
 		}
+		out := append(make(blockCopies, 0, len(s)), s[:i]...)
+		for _, c := range s[i+1:] {
+			if keeps(c) {
+				out = append(out, c)
+			}
+		}
+		return out
 	}
-	return out
+	return s
 }
 
 // lowerBlock lowers layer l as repeated block b.block, under the module
