@@ -219,16 +219,19 @@ func deepspeedPrecision(t *tree, p *plan) error {
 	} else if alias {
 		bf16 = true
 	}
-	policy := "fp32"
+	policy, model := "fp32", "fp32" // the precision memsh writes, the dtype DeepSpeed holds the model in
 	switch {
 	case fp16 && bf16:
 		return t.errorf("bf16.enabled", "DeepSpeed refuses both: keep one", "and fp16.enabled are both true")
 	case fp16:
-		policy = "fp16-mixed"
+		policy, model = "fp16-mixed", "fp16"
 	case bf16:
-		policy = "bf16-mixed"
+		policy, model = "bf16-mixed", "bf16"
 	}
 	if err := deepspeedAutocast(t); err != nil {
+		return err
+	}
+	if err := deepspeedDataTypes(t, model); err != nil {
 		return err
 	}
 	master, key, err := deepspeedMaster(t, fp16, bf16)

@@ -1,6 +1,9 @@
 package importers
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // deepspeedMaster reads DeepSpeed's low-precision master options
 // (runtime/precision_config.py at edaa722, docs/_pages/config-json.md
@@ -87,5 +90,53 @@ func deepspeedAutocast(t *tree) error {
 		return nil
 	}
 	t.notModelledUnder("torch_autocast", "torch.autocast over the model (DeepSpeed's engine.forward): its fp32 ops (layer_norm, softmax, the loss) are replayed in the model's dtype")
+	return nil
+}
+
+// deepspeedDataTypes reads the data_types section (runtime/config.py
+// l.896-901, DtypeEnum's spellings): param_dtype must be the enabled
+// mode's dtype (engine.py _assert_valid_mixed_precision_config), so it
+// says nothing new; buffer_dtype casts the module's buffers (a rotary
+// table's few KB); grad_accum_dtype other than the model's (fp32 in
+// bf16 mode: OpenRLHF's get_train_ds_config, Megatron-DeepSpeed's
+// scripts) accumulates gradients in it, differently at each stage (ZeRO-3's
+// grad_partitions_flat_buffer; stage 2's separate accumulation; stage 1
+// without offload switches to BF16_Optimizer: engine.py
+// _do_optimizer_sanity_check), which memsh does not replay: listed.
+func deepspeedDataTypes(t *tree, model string) error {
+	dtype := func(key string) (string, error) {
+		s, err := t.str(key, "")
+		if err != nil || s == "" {
+			return "", err
+		}
+		for name, spellings := range map[string][]string{
+			"fp16": {"torch.float16", "fp16", "float16", "half"},
+			"fp32": {"torch.float32", "fp32", "float32", "float"},
+			"bf16": {"torch.bfloat16", "bf16", "bfloat16"},
+		} {
+			for _, sp := range spellings {
+				if s == sp {
+					return name, nil
+				}
+			}
+		}
+		return "", t.errorf(key, "fp32, bf16 or fp16 (DeepSpeed's DtypeEnum)", "unknown dtype %s", quoteKey(s))
+	}
+	if p, err := dtype("data_types.param_dtype"); err != nil {
+		return err
+	} else if p != "" && p != model {
+		return t.errorf("data_types.param_dtype", "the enabled mode's dtype ("+model+"), or leave it out",
+			"%s conflicts with the model's %s: DeepSpeed asserts they match", p, model)
+	}
+	if _, err := dtype("data_types.buffer_dtype"); err != nil {
+		return err
+	}
+	g, err := dtype("data_types.grad_accum_dtype")
+	if err != nil {
+		return err
+	}
+	if g != "" && g != model {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("data_types.grad_accum_dtype: gradients accumulated in %s beside the %s model (ZeRO-3's gradient partitions, stage 2's accumulation, stage 1's BF16_Optimizer), replayed in the model's dtype", g, model))
+	}
 	return nil
 }

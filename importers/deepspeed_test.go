@@ -157,6 +157,22 @@ func TestDeepSpeed(t *testing.T) {
              optimizer = adamw(fused = True), gpu = "H100-80GB",
              parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}, {
+		// data_types as OpenRLHF's get_train_ds_config writes them in bf16
+		// mode: fp32 gradient accumulation listed, the dtypes that say
+		// nothing new read.
+		name:  "data_types: grad_accum_dtype fp32 beside a bf16 model is listed",
+		file:  "deepspeed/bf16_master_weight_baseline.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "data_types.param_dtype=torch.bfloat16", "data_types.buffer_dtype=fp32"}},
+		files: llama2,
+		notModelled: []string{
+			"data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model (ZeRO-3's gradient partitions, stage 2's accumulation, stage 1's BF16_Optimizer), replayed in the model's dtype",
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+	}, {
 		name:  "bf16 master weights with their moments offloaded: fp32 moments on the host",
 		file:  "deepspeed/bf16_master_weight_bf16_full.json",
 		step:  deepspeedStep(4*4, 512),
@@ -203,6 +219,10 @@ func TestDeepSpeedErrors(t *testing.T) {
 			want: "ds.json:1: key bf16.bf16_master_weights_and_grads: needs a ZeRO optimizer: DeepSpeed asserts it at stage 0", wantHint: "stage 1, 2 or 3"},
 		{name: "a bf16 master of an fp16 model", file: "ds.json", config: `{"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"bf16_master_weights_and_grads": true}, "zero_optimization": {"stage": 3}}`, opts: m,
 			want: "ds.json:1: key bf16.bf16_master_weights_and_grads: is set without bf16 training (the master copy follows the model's 16-bit dtype)", wantHint: "bf16.enabled=true"},
+		{name: "a param_dtype other than the mode's", file: "ds.json", config: `{"train_batch_size": 8, "bf16": {"enabled": true}, "data_types": {"param_dtype": "fp32"}}`, opts: m,
+			want: "ds.json:1: key data_types.param_dtype: fp32 conflicts with the model's bf16: DeepSpeed asserts they match", wantHint: "the enabled mode's dtype (bf16)"},
+		{name: "a dtype DeepSpeed does not know", file: "ds.json", config: `{"train_batch_size": 8, "data_types": {"grad_accum_dtype": "fp8"}}`, opts: m,
+			want: "ds.json:1: key data_types.grad_accum_dtype: unknown dtype fp8", wantHint: "DtypeEnum"},
 		{name: "malformed JSON", file: "ds.json", config: `{"train_batch_size": }`, opts: m,
 			want: "ds.json: not a valid JSON object: invalid character '}' looking for beginning of value"},
 	})
