@@ -3,6 +3,8 @@ package importers
 import (
 	"fmt"
 	"strings"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // deepspeedMaster reads DeepSpeed's low-precision master options
@@ -109,16 +111,10 @@ func deepspeedDataTypes(t *tree, model string) error {
 		if err != nil || s == "" {
 			return "", err
 		}
-		for name, spellings := range map[string][]string{
-			"fp16": {"torch.float16", "fp16", "float16", "half"},
-			"fp32": {"torch.float32", "fp32", "float32", "float"},
-			"bf16": {"torch.bfloat16", "bf16", "bfloat16"},
-		} {
-			for _, sp := range spellings {
-				if s == sp {
-					return name, nil
-				}
-			}
+		// DtypeEnum's spellings are units.ParseDType's (lower case), "torch." before them allowed
+		d, err := units.ParseDType(strings.TrimPrefix(s, "torch."))
+		if err == nil && (d == units.FP32 || d == units.BF16 || d == units.FP16) && strings.ToLower(s) == s {
+			return d.String(), nil
 		}
 		return "", t.errorf(key, "fp32, bf16 or fp16 (DeepSpeed's DtypeEnum)", "unknown dtype %s", quoteKey(s))
 	}

@@ -42,6 +42,11 @@ func TestSwift(t *testing.T) {
 	}
 	const qwen = `load("@stdlib//llm.star", "qwen2")
 `
+	// yamlDS2Plan is ms-swift's examples/yaml/deepspeed run as a YAML or JSON
+	// config, or a script naming one: LoRA on Qwen2.5-7B under ZeRO-2 on 2 GPUs.
+	const yamlDS2Plan = qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`
 	qwen3 := map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"}
 	runImportCases(t, []importCase{{
 		name:        "LoRA on one GPU (lora_sft.sh)",
@@ -69,9 +74,7 @@ func TestSwift(t *testing.T) {
 		file:        "swift/deepspeed_train_zero2.sh",
 		step:        hfStep(1, 8, 2, 2048),
 		notModelled: ds2Notes,
-		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+		hand:        yamlDS2Plan,
 	}, {
 		name:        "LoRA under ms-swift's zero3 preset (multi-gpu/deepspeed)",
 		file:        "swift/deepspeed_train_zero3.sh",
@@ -170,9 +173,7 @@ func TestSwift(t *testing.T) {
 		step:        hfStep(1, 8, 2, 2048),
 		opts:        Options{ReadFile: readSwiftTestdata},
 		notModelled: ds2Notes,
-		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+		hand:        yamlDS2Plan,
 	}, {
 		// the YAML and its JSON twin checked on their own, --gpus 2 the
 		// processes a node
@@ -181,18 +182,14 @@ func TestSwift(t *testing.T) {
 		step:        hfStep(1, 8, 2, 2048),
 		opts:        Options{GPUs: 2},
 		notModelled: ds2Notes,
-		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+		hand:        yamlDS2Plan,
 	}, {
 		name:        "a JSON config on its own",
 		file:        "swift/examples/yaml/deepspeed/sft.json",
 		step:        hfStep(1, 8, 2, 2048),
 		opts:        Options{GPUs: 2},
 		notModelled: ds2Notes,
-		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`,
+		hand:        yamlDS2Plan,
 	}, {
 		// swift pt: PretrainArguments is SftArguments with the chat
 		// template off and every token's loss (pretrain_args.py): the same step
