@@ -231,12 +231,30 @@ func deepspeedPrecision(t *tree, p *plan) error {
 	if err := deepspeedAutocast(t); err != nil {
 		return err
 	}
-	if err := deepspeedDataTypes(t, model); err != nil {
+	grads, err := deepspeedDataTypes(t, model)
+	if err != nil {
 		return err
 	}
 	master, key, err := deepspeedMaster(t, fp16, bf16)
 	if err != nil {
 		return err
+	}
+	if grads != "" { // grad_accum_dtype: a custom policy of the 16-bit model's dtypes (sim/core/zero_precision.go)
+		args := []string{kw("params", str(model)), kw("grads", str(grads))}
+		switch {
+		case len(master) == 0:
+			args = append(args, kw("master", str("fp32"))) // the moments follow it
+		case len(master) == 1: // a 16-bit master with DeepSpeed's fp32 moments
+			args = append(args, master[0], kw("optimizer_states", str("fp32")))
+		default:
+			args = append(args, master...)
+		}
+		if key == "" {
+			key = "data_types.grad_accum_dtype"
+		}
+		p.set("precision", call("precision", args...))
+		p.keyOf(t, "precision", key)
+		return nil
 	}
 	if len(master) == 0 {
 		p.set("precision", str(policy))

@@ -99,13 +99,16 @@ func deepspeedAutocast(t *tree) error {
 // l.896-901, DtypeEnum's spellings): param_dtype must be the enabled
 // mode's dtype (engine.py _assert_valid_mixed_precision_config), so it
 // says nothing new; buffer_dtype casts the module's buffers (a rotary
-// table's few KB); grad_accum_dtype other than the model's (fp32 in
-// bf16 mode: OpenRLHF's get_train_ds_config, Megatron-DeepSpeed's
-// scripts) accumulates gradients in it, differently at each stage (ZeRO-3's
-// grad_partitions_flat_buffer; stage 2's separate accumulation; stage 1
-// without offload switches to BF16_Optimizer: engine.py
-// _do_optimizer_sanity_check), which memsh does not replay: listed.
-func deepspeedDataTypes(t *tree, model string) error {
+// table's few KB). grad_accum_dtype other than the model's (fp32 in bf16
+// mode: OpenRLHF's get_train_ds_config, Megatron-DeepSpeed's scripts)
+// is returned as precision(grads=) (sim/core/zero_precision.go says what
+// each stage does with it): DeepSpeed raises without ZeRO
+// (_do_optimizer_sanity_check: "unsupported mix"), reads it nowhere at
+// stage 2 with offload_optimizer (nothing to write), and at stage 1 runs
+// BF16_Optimizer (a bf16 model, the optimizer on the GPU) or keeps a
+// grad_accum copy of each parameter, which memsh does not replay: listed,
+// as is an accumulation dtype other than fp32.
+func deepspeedDataTypes(t *tree, model string) (grads string, err error) {
 	dtype := func(key string) (string, error) {
 		s, err := t.str(key, "")
 		if err != nil || s == "" {
@@ -119,20 +122,55 @@ func deepspeedDataTypes(t *tree, model string) error {
 		return "", t.errorf(key, "fp32, bf16 or fp16 (DeepSpeed's DtypeEnum)", "unknown dtype %s", quoteKey(s))
 	}
 	if p, err := dtype("data_types.param_dtype"); err != nil {
-		return err
+		return "", err
 	} else if p != "" && p != model {
-		return t.errorf("data_types.param_dtype", "the enabled mode's dtype ("+model+"), or leave it out",
+		return "", t.errorf("data_types.param_dtype", "the enabled mode's dtype ("+model+"), or leave it out",
 			"%s conflicts with the model's %s: DeepSpeed asserts they match", p, model)
 	}
 	if _, err := dtype("data_types.buffer_dtype"); err != nil {
-		return err
+		return "", err
 	}
-	g, err := dtype("data_types.grad_accum_dtype")
+	const key = "data_types.grad_accum_dtype"
+	g, err := dtype(key)
+	if err != nil || g == "" || g == model {
+		return "", err
+	}
+	stage, err := t.integer("zero_optimization.stage", 0, 0, 3)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if g != "" && g != model {
-		t.notModelled = append(t.notModelled, fmt.Sprintf("data_types.grad_accum_dtype: gradients accumulated in %s beside the %s model (ZeRO-3's gradient partitions, stage 2's accumulation, stage 1's BF16_Optimizer), replayed in the model's dtype", g, model))
+	offloaded, err := deepspeedOffloadsOptimizer(t)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	unreplayed := func(what string) (string, error) {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("%s: gradients accumulated in %s beside the %s model (%s), replayed in the model's dtype", key, g, model, what))
+		return "", nil
+	}
+	switch {
+	case stage == 0:
+		return "", t.errorf(key, "zero_optimization.stage 1, 2 or 3, or the model's dtype ("+model+")",
+			"%s beside the %s model without ZeRO: DeepSpeed raises NotImplementedError (unsupported mix of model_dtype and grad_accum_dtype)", g, model)
+	case g != "fp32" || model == "fp32":
+		return unreplayed("an accumulation dtype DeepSpeed's optimizers take but memsh does not replay")
+	case stage == 2 && offloaded:
+		return "", nil // stage 2's host buffers follow the model and the master: nothing changes
+	case stage == 1 && (model != "bf16" || offloaded):
+		return unreplayed("stage 1 keeps a grad_accum copy of each parameter: use_grad_accum_attribute")
+	case stage == 1:
+		return unreplayed("stage 1's BF16_Optimizer")
+	}
+	return g, nil
+}
+
+// deepspeedOffloadsOptimizer reports whether the ZeRO optimizer runs on
+// the host: offload_optimizer.device cpu or nvme, or the deprecated
+// cpu_offload (deepspeedZero reads and checks them).
+func deepspeedOffloadsOptimizer(t *tree) (bool, error) {
+	d, err := t.str("zero_optimization.offload_optimizer.device", "none")
+	if err != nil {
+		return false, err
+	}
+	legacy, err := t.boolean("zero_optimization.cpu_offload", false)
+	return d != "none" || legacy, err
 }

@@ -158,20 +158,60 @@ func TestDeepSpeed(t *testing.T) {
              parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}, {
 		// data_types as OpenRLHF's get_train_ds_config writes them in bf16
-		// mode: fp32 gradient accumulation listed, the dtypes that say
-		// nothing new read.
-		name:  "data_types: grad_accum_dtype fp32 beside a bf16 model is listed",
+		// mode: fp32 gradient accumulation as precision(grads=), the
+		// dtypes that say nothing new read.
+		name:  "data_types: grad_accum_dtype fp32 beside a bf16 model is precision(grads=\"fp32\")",
 		file:  "deepspeed/bf16_master_weight_baseline.json",
 		step:  deepspeedStep(4*4, 512),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "data_types.param_dtype=torch.bfloat16", "data_types.buffer_dtype=fp32"}},
 		files: llama2,
 		notModelled: []string{
-			"data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model (ZeRO-3's gradient partitions, stage 2's accumulation, stage 1's BF16_Optimizer), replayed in the model's dtype",
 			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision(params = "bf16", grads = "fp32", master = "fp32"),
+             optimizer = adamw(fused = True), gpu = "H100-80GB",
+             parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+	}, {
+		// with bf16_master_weights_and_grads: the master stays bf16, the
+		// moments DeepSpeed's fp32 on the host
+		name: "data_types: grad_accum_dtype fp32 beside a bf16 master offloaded",
+		file: "deepspeed/bf16_master_weight_bf16_full.json",
+		step: deepspeedStep(4*4, 512),
+		opts: Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "bf16.bf16_optimizer_states=false",
+			"torch_autocast.enabled=false", "zero_optimization.offload_optimizer.device=cpu"}},
+		files: llama2,
+		notModelled: []string{
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision(params = "bf16", grads = "fp32", master = "bf16", optimizer_states = "fp32"),
+             optimizer = adamw(fused = True), gpu = "H100-80GB", offload = offload(optimizer = "cpu"),
+             parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+	}, {
+		// stage 2 with offload_optimizer reads no grad_accum_dtype
+		name:  "data_types: grad_accum_dtype at stage 2 offloaded changes nothing",
+		file:  "deepspeed/bf16_master_weight_baseline.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "zero_optimization.stage=2", "zero_optimization.offload_optimizer.device=cpu"}},
+		files: llama2,
+		notModelled: []string{
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+             gpu = "H100-80GB", offload = offload(optimizer = "cpu"), parallel = parallel(dp = 4, zero = 2, overlap_comm = True, reduce_bucket_size = 50000000))`,
+	}, {
+		// stage 1 with a bf16 model: BF16_Optimizer
+		name:  "data_types: grad_accum_dtype fp32 at stage 1 is BF16_Optimizer's, listed",
+		file:  "deepspeed/bf16_master_weight_baseline.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "zero_optimization.stage=1"}},
+		files: llama2,
+		notModelled: []string{
+			"data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model (stage 1's BF16_Optimizer), replayed in the model's dtype",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
 	}, {
 		name:  "bf16 master weights with their moments offloaded: fp32 moments on the host",
 		file:  "deepspeed/bf16_master_weight_bf16_full.json",
@@ -223,6 +263,8 @@ func TestDeepSpeedErrors(t *testing.T) {
 			want: "ds.json:1: key data_types.param_dtype: fp32 conflicts with the model's bf16: DeepSpeed asserts they match", wantHint: "the enabled mode's dtype (bf16)"},
 		{name: "a dtype DeepSpeed does not know", file: "ds.json", config: `{"train_batch_size": 8, "data_types": {"grad_accum_dtype": "fp8"}}`, opts: m,
 			want: "ds.json:1: key data_types.grad_accum_dtype: unknown dtype fp8", wantHint: "DtypeEnum"},
+		{name: "grad_accum_dtype without ZeRO", file: "ds.json", config: `{"train_batch_size": 8, "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"}}`, opts: m,
+			want: "ds.json:1: key data_types.grad_accum_dtype: fp32 beside the bf16 model without ZeRO: DeepSpeed raises NotImplementedError (unsupported mix of model_dtype and grad_accum_dtype)", wantHint: "zero_optimization.stage 1, 2 or 3"},
 		{name: "malformed JSON", file: "ds.json", config: `{"train_batch_size": }`, opts: m,
 			want: "ds.json: not a valid JSON object: invalid character '}' looking for beginning of value"},
 	})

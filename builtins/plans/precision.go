@@ -169,7 +169,9 @@ func PrecisionBuiltins() []host.Builtin {
 			"the ZeRO optimizer's master partition in master (fp32 unless set) and always its own copy, even in the parameters' dtype; " +
 			"its moments on the GPU in the master's dtype. precision(\"bf16-mixed\", master=\"bf16\", optimizer_states=\"bf16\") is " +
 			"bf16_master_weights_and_grads with bf16_optimizer_states; master=\"bf16\" alone needs offload(optimizer=\"cpu\") " +
-			"(fp32 moments on the host), as DeepSpeed asserts (docs/sharding.md).",
+			"(fp32 moments on the host), as DeepSpeed asserts (docs/sharding.md). Under ZeRO grads= is the dtype DeepSpeed accumulates " +
+			"gradients in (data_types.grad_accum_dtype): precision(params=\"bf16\", grads=\"fp32\", master=\"fp32\") is bf16 mode " +
+			"with fp32 accumulation, autograd's gradients still bf16.",
 		Fn: precisionFn,
 	}}
 }

@@ -38,6 +38,25 @@ import (
 //     asserts it) and a 16-bit master with fp32 moments needs ZeRO-Offload
 //     (DeepSpeedCPUAdam keeps fp32 moments on the host: the offload
 //     validators of both optimizers).
+//   - data_types.grad_accum_dtype (engine.py get_data_types, l.1485-1496:
+//     the model's dtype unless set) is the policy's grads where they
+//     differ from its params: precision(params="bf16", grads="fp32",
+//     master="fp32") is bf16 mode with fp32 accumulation (OpenRLHF's
+//     get_train_ds_config). Autograd still makes each .grad in the
+//     parameter's dtype; the optimizers' own buffers take the accumulation
+//     dtype: ZeRO-3's grad_partitions_flat_buffer (stage3.py l.741-743,
+//     the reduce-scatter in communication_data_type, then each partition
+//     cast: __avg_scatter_grads l.1825-1826), stage 2's zeros of the
+//     parameters the step does not reach (get_all_grad_tensors, l.2106-2114;
+//     its grads_in_partition stays in the model's dtype, l.1678-1680, and a
+//     later micro-batch is added into the first one's), stage 1's
+//     BF16_Optimizer (engine.py _do_optimizer_sanity_check l.1994-1997:
+//     bf16, fp32 accumulation, no offload; ZeroBF16Optimizer). Stage 2
+//     with offload_optimizer reads it nowhere (its host buffers follow the
+//     model and the master: DeepspeedPrecision drops it); stage 1 with
+//     fp16 or offload keeps a grad_accum copy of each parameter
+//     (use_grad_accum_attribute, stage_1_and_2.py l.357-364), which memsh
+//     does not replay: refused.
 
 // DeepspeedPrecision is the plan as DeepSpeed's ZeRO runs its precision
 // (the rules above): parameters and gradients in the compute dtype under
@@ -48,12 +67,46 @@ import (
 func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
 	prec := p.Precision
 	same := prec.Master != units.InvalidDType && prec.Master == prec.Params // a copy only DeepSpeed makes
-	if p.Parallel.Norm().Zero == 0 || prec.MasterClone || !prec.Autocast && !same {
+	unread := p.zeroAccumUnread()
+	if p.Parallel.Norm().Zero == 0 || (prec.MasterClone || !prec.Autocast && !same) && !unread {
 		return nil, false
 	}
 	q := *p
-	q.Precision = DeepspeedPolicy(prec)
+	if !prec.MasterClone && (prec.Autocast || same) {
+		q.Precision = DeepspeedPolicy(prec)
+	}
+	if unread {
+		q.Precision.Grads = q.Precision.Params
+	}
 	return &q, true
+}
+
+// zeroAccumUnread reports whether the plan accumulates gradients in
+// another dtype than the model's where DeepSpeed reads no
+// grad_accum_dtype: stage 2 with offload_optimizer (stage_1_and_2.py
+// reads gradient_accumulation_dtype only where cpu_offload is off,
+// independent_gradient_partition_epilogue l.935-952, and for stage 1's
+// grad_accum attribute).
+func (p *Plan) zeroAccumUnread() bool {
+	prec := p.Precision
+	return p.Parallel.Norm().Zero == 2 && !prec.Autocast && !prec.Megatron && prec.Grads != prec.Params &&
+		p.Offload != nil && p.Offload.Optimizer != ""
+}
+
+// ZeroGradAccum reports whether DeepSpeed's ZeRO accumulates the
+// gradients in another dtype (Grads, data_types.grad_accum_dtype) than
+// the model's, which autograd makes them in.
+func (p Precision) ZeroGradAccum() bool {
+	return !p.Megatron && p.Grads != p.Params
+}
+
+// ZeroBF16Optimizer reports whether DeepSpeed runs the plan's ZeRO stage
+// 1 as its BF16_Optimizer: a bf16 model accumulating in fp32, the
+// optimizer on the GPU (engine.py _do_optimizer_sanity_check l.1994-1997).
+func (p *Plan) ZeroBF16Optimizer() bool {
+	prec := p.Precision
+	return p.Parallel.Norm().Zero == 1 && !prec.Megatron && prec.Params == units.BF16 && prec.Grads == units.FP32 &&
+		(p.Offload == nil || p.Offload.Optimizer == "")
 }
 
 // DeepspeedPolicy is prec as DeepSpeed's ZeRO optimizers hold it.
@@ -96,6 +149,9 @@ func (p Precision) ZeroHostStates() units.DType {
 // another dtype than the model's, and moments on the GPU in another
 // dtype than the master's.
 func (p *Plan) validateZeroPrecision() error {
+	if err := p.validateZeroGradAccum(); err != nil {
+		return err
+	}
 	if p.Parallel.Norm().Zero == 0 || p.Precision.Megatron || !p.Precision.Autocast && p.Precision.Master == units.InvalidDType {
 		return nil
 	}
@@ -123,6 +179,32 @@ func (p *Plan) validateZeroPrecision() error {
 	case d.Master == units.FP16 || !offloaded:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: a %s master copy with fp32 optimizer states needs ZeRO-Offload: on the GPU DeepSpeed makes the moments like the master (%s_master_weights_and_grads asserts offload_optimizer unless the states are %s too)", d.Master, d.Master, d.Master),
 			Hint: fmt.Sprintf("optimizer_states=\"%s\" (bf16_optimizer_states), or offload=offload(optimizer=\"cpu\")", d.Master)}
+	}
+	return nil
+}
+
+// validateZeroGradAccum refuses the gradient dtypes (grad_accum_dtype) a
+// ZeRO plan holds that DeepSpeed does not run or memsh does not replay
+// (the rules above): fp32 accumulation beside a 16-bit model only, and at
+// stage 1 only as BF16_Optimizer.
+func (p *Plan) validateZeroGradAccum() error {
+	zero := p.Parallel.Norm().Zero
+	prec := p.Precision
+	if zero == 0 || prec.Autocast || !prec.ZeroGradAccum() {
+		return nil
+	}
+	const path = "train"
+	if prec.Grads != units.FP32 || prec.Params != units.BF16 && prec.Params != units.FP16 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: under DeepSpeed's ZeRO grads= is data_types.grad_accum_dtype, fp32 beside a bf16 or fp16 model; this one holds %s parameters with %s gradients", prec.Params, prec.Grads),
+			Hint: "grads=\"fp32\" with params=\"bf16\" (or \"fp16\"), or grads= the params' dtype (DeepSpeed's default)"}
+	}
+	if zero == 1 && !p.ZeroBF16Optimizer() {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: DeepSpeed's ZeRO-1 accumulating %s gradients of a %s model keeps a grad_accum copy of each parameter (stage_1_and_2.py use_grad_accum_attribute), which memsh does not replay", prec.Grads, prec.Params),
+			Hint: "zero=2, or grads= the params' dtype; a bf16 model with the optimizer on the GPU runs as BF16_Optimizer"}
+	}
+	if zero == 1 {
+		return &units.Error{Path: path, Msg: "precision: DeepSpeed runs ZeRO-1 with a bf16 model accumulating fp32 gradients as its BF16_Optimizer (engine.py _do_optimizer_sanity_check), which memsh does not replay yet",
+			Hint: "zero=2 or zero=3, or grads= the params' dtype"}
 	}
 	return nil
 }

@@ -172,6 +172,9 @@ func (d *distState) stepComm() []core.CommRecord {
 				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})
 			}
 		case DistZeRO:
+			// DeepSpeed reduces in communication_data_type, the model's dtype
+			// (engine.py l.1405-1416), whatever it accumulates in (zero_accum.go)
+			grads = params
 			switch d.Par.Zero {
 			case 1:
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
@@ -181,7 +184,7 @@ func (d *distState) stepComm() []core.CommRecord {
 				n, _ := d.gatheredNumel(g)
 				gathered := d.gatherDT.Bytes(n)
 				gathers, _ := d.passGathers()
-				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: prec.Grads.Bytes(n) * perMB, Backward: true})
+				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: prec.Params.Bytes(n) * perMB, Backward: true})
 			}
 		case DistFSDP:
 			n, fp8 := d.gatheredNumel(g)

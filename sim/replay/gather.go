@@ -386,6 +386,7 @@ func (d *distState) afterBackward(r *Replay, i int) {
 				if d.zg != nil {
 					d.zeroHook(r, pi) // a full bucket is reduced first
 				}
+				d.zero3AccumHook(r, pi)
 				r.release(r.paramGrad[pi])
 				r.paramGrad[pi] = none
 			}
@@ -433,6 +434,9 @@ func (d *distState) backwardEnd(r *Replay) {
 		if d.FsdpOffload(r) {
 			d.releaseSavedGradShards(r) // fsdp1_offload.go
 		}
+	}
+	if d.Mode == DistZeRO && d.Par.Zero == 3 {
+		d.zero3AccumReduce(r) // the last bucket (zero_accum.go)
 	}
 	if d.ipg == none {
 		return
@@ -527,9 +531,13 @@ func (d *distState) optimizerStep(r *Replay) bool {
 		}
 		for k, g := range d.groups(true) {
 			n := zeroPartition(g.numel, g.n)
-			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), core.CatTemporaries, "flattened gradient partition (DeepSpeed step)")
+			dt := prec.Params // torch.cat of the list promotes to the accumulation dtype where it holds one (zero_grads.go)
+			if d.zg != nil && d.zg.wide[k] {
+				dt = prec.Grads
+			}
+			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, dt, dt.Bytes(n), core.CatTemporaries, "flattened gradient partition (DeepSpeed step)")
 			fp32 := int32(none)
-			if prec.Grads != master {
+			if dt != master {
 				fp32 = d.alloc(r, g.name+" "+master.String()+" gradient partition", []int64{n}, master, master.Bytes(n), core.CatTemporaries, master.String()+" copy of the gradient partition for the optimizer (single_grad_partition)")
 			}
 			r.release(flat)

@@ -408,17 +408,28 @@ func (r *Replay) paramGradient(pi int32, leaf bool) {
 	if r.Dist.gradient(r, pi) {
 		return
 	}
-	dt := p.GradDType(r.Plan.Precision)
+	dt := r.gradDType(p)
 	r.paramGrad[pi] = r.allocateParts(Alloc{Tensor: ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: p.Name, Cat: core.CatGrads},
 		allocParts{tensor: p.Name, why: "gradient of parameter "})
 	r.gradFresh[pi] = leaf
+}
+
+// gradDType is the dtype autograd makes parameter p's gradient in: the
+// plan's gradients', but under DeepSpeed's ZeRO the parameter's own,
+// whatever dtype its optimizer accumulates them in (grad_accum_dtype:
+// core.Precision.ZeroGradAccum).
+func (r *Replay) gradDType(p *core.ParamInfo) units.DType {
+	if r.Dist != nil && r.Dist.Mode == DistZeRO {
+		return p.Stored(r.Plan.Precision)
+	}
+	return p.GradDType(r.Plan.Precision)
 }
 
 // sumGradient adds one more use's gradient to parameter pi's running sum,
 // out of place (paramGradient).
 func (r *Replay) sumGradient(pi int32) {
 	p := &r.P.Params[pi]
-	dt := p.GradDType(r.Plan.Precision)
+	dt := r.gradDType(p)
 	b := dt.Bytes(p.Numel)
 	use := r.allocate(Alloc{Tensor: p.Name + " gradient of one use", Shape: p.Shape, DType: dt, Bytes: b, Why: "gradient of one use of " + p.Name + ", added to the others' sum out of place", Cat: core.CatTemporaries})
 	sum := r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: b, Why: "gradient of parameter " + p.Name + " (the sum over its uses)", Cat: core.CatGrads})

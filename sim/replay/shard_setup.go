@@ -231,12 +231,12 @@ func (d *distState) setupZeRO12(r *Replay) {
 		d.zg = d.zeroRank(r) // offloaded: the partition is on the host
 	}
 	switch {
-	case d.Par.Zero == 2 && d.zg != nil:
-		st.Grads = prec.Grads.Bytes(d.zg.numel + d.zg.zeros)
+	case d.Par.Zero == 2 && d.zg != nil: // grads_in_partition in the model's dtype, the zeros in the accumulation dtype (zero_grads.go)
+		st.Grads = prec.Params.Bytes(d.zg.numel) + prec.Grads.Bytes(d.zg.zeros)
 	case d.Par.Zero == 2:
 		st.Grads = prec.Grads.Bytes(part)
-	default:
-		st.Grads = prec.Grads.Bytes(d.zero1GradNumel(r))
+	default: // autograd's param.grad, in the parameters' dtype
+		st.Grads = prec.Params.Bytes(d.zero1GradNumel(r))
 	}
 	if d.ZeroOffload(r) {
 		n := d.largestTrainable()

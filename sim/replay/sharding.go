@@ -125,6 +125,7 @@ type distState struct {
 	ipg  int32      // ZeRO-1/2 reduce bucket, live during backward
 	ipg2 int32      // its double buffer with overlap_comm
 	zg   *zeroGrads // ZeRO-1/2's gradient partition and zero gradients (zero_grads.go), nil otherwise
+	z3   zero3Accum // ZeRO-3's reduce bucket under grad_accum_dtype (zero_accum.go)
 
 	// FSDP's CPU offload (and ZeRO-3 offload_param's partitions to the
 	// GPU): the bytes per step of the shards' copies to the GPU and of the
@@ -179,7 +180,8 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 		ipg: none, ipg2: none, postWaiting: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
 	d.Mode = ModeOf(plan)
 	if d.Mode == DistZeRO {
-		d.zs = plan.ZeroSizes() // reduce_bucket_size, ZeRO-3's prefetch and persistence (core/zero_sizes.go)
+		d.zs = plan.ZeroSizes()            // reduce_bucket_size, ZeRO-3's prefetch and persistence (core/zero_sizes.go)
+		d.reduceDT = plan.Precision.Params // communication_data_type, whatever grad_accum_dtype (zero_accum.go)
 	}
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1

@@ -68,6 +68,11 @@ type zeroGrads struct {
 	cur     int32  // this micro-batch's grads_in_partition, none until its first copy
 	held    int32  // the step's kept grads_in_partition, none
 	heldZ   int32  // the step's kept zero gradients, none
+	// wide, by flat group: the followed rank's gradient list holds a
+	// tensor in the accumulation dtype (a zero gradient, or the last
+	// rank's padding: get_flat_partition), so the step's torch.cat of it
+	// is in that dtype.
+	wide []bool
 }
 
 // zeroRank picks the rank whose partition holds the most gradient
@@ -80,6 +85,7 @@ func (d *distState) zeroRank(r *Replay) *zeroGrads {
 	for _, g := range d.groups(true) {
 		size := zeroPartition(g.numel, g.n)
 		k := d.zeroWorst(r, g, size)
+		wide := k == g.n-1 && size*g.n > g.numel // padded
 		var off int64
 		for _, pi := range g.params {
 			n := d.p.Params[pi].Numel
@@ -88,10 +94,12 @@ func (d *distState) zeroRank(r *Replay) *zeroGrads {
 				z.numel += n
 				if r.gradless[pi] {
 					z.zeros += n
+					wide = true
 				}
 			}
 			off += n
 		}
+		z.wide = append(z.wide, wide)
 	}
 	if !d.zeroReached(r, z) {
 		z.numel = 0 // no copy ever allocates it
@@ -183,12 +191,20 @@ func (d *distState) zeroReduce(r *Replay) {
 	r.release(d.allocOn(r, s, "reduced bucket", []int64{z.bucket}, dt, dt.Bytes(z.bucket), core.CatComm,
 		"flattened copy of the reduce bucket's gradients while they are reduced (DeepSpeed allreduce_bucket)"))
 	if z.hasPart && z.cur == none && z.numel > 0 {
-		gt := r.Plan.Precision.Grads
+		gt := r.Plan.Precision.Params // self.dtype, whatever grad_accum_dtype (l.1678-1680)
 		z.cur = d.allocOn(r, s, "grads_in_partition", []int64{z.numel}, gt, gt.Bytes(z.numel), core.CatGrads,
 			"this rank's gradient partition: every parameter overlapping it, whole (DeepSpeed copy_grads_in_partition)")
 	}
 	z.bucket, z.hasPart = 0, false
 }
+
+// A grad_accum_dtype other than the model's (core.Precision.ZeroGradAccum)
+// changes only the zero gradients' dtype here: grads_in_partition is in
+// the model's (self.dtype, l.1678-1680), get_all_grad_tensors makes the
+// zeros in the accumulation dtype (zeros_like(tensor, dtype=dtype)), and a
+// later micro-batch's partition is added into the first one's
+// (accumulated_grad.add_, l.943-945), in the model's dtype. The step's
+// flat copy (optimizerStep) is torch.cat's promotion of both.
 
 // zeroEpilogue is independent_gradient_partition_epilogue, before the
 // buckets are released: the last reduction, then the zero gradients. A
@@ -217,12 +233,12 @@ func (d *distState) zeroEpilogue(r *Replay) (drop []int32) {
 // grads_in_partition and zero gradients.
 func (d *distState) zeroSetup(r *Replay) {
 	z := d.zg
-	gt := r.Plan.Precision.Grads
+	prec := r.Plan.Precision
 	if z.numel > 0 {
-		z.held = d.alloc(r, "grads_in_partition", []int64{z.numel}, gt, gt.Bytes(z.numel), core.CatGrads,
+		z.held = d.alloc(r, "grads_in_partition", []int64{z.numel}, prec.Params, prec.Params.Bytes(z.numel), core.CatGrads,
 			"this rank's gradient partition, accumulated over the micro-batches before this one")
 	}
-	if z.zeros > 0 {
+	if gt := prec.Grads; z.zeros > 0 {
 		z.heldZ = d.alloc(r, "zero gradients", []int64{z.zeros}, gt, gt.Bytes(z.zeros), core.CatGrads,
 			"zeros_like of each parameter of this rank's partition the step gives no gradient, kept from the first micro-batch")
 	}

@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// accumPrecision is DeepSpeed's bf16 mode with data_types.grad_accum_dtype
+// fp32: bf16 parameters, fp32 gradient accumulation, master and moments.
+var accumPrecision = core.Precision{Name: "custom", Params: units.BF16, Compute: units.BF16, Grads: units.FP32, Master: units.FP32, States: units.FP32}
+
+// TestZeroGradAccum: grad_accum_dtype fp32 beside a bf16 model
+// (DeepSpeed at edaa722) against its bf16 mode ("bf16-mixed"), on the
+// 7.5B stack of TestZeRO2GradientPartitions (30 blocks of two
+// 125,000,000-element linears, 60 gradients), 8 ranks, hand-counted:
+//
+//   - ZeRO-3: grad_partitions_flat_buffer is in the accumulation dtype
+//     (stage3.py l.741-743): 60 x ceil(125,000,000 / 8) = 937,500,000
+//     elements, 3,750,000,000 B in fp32 where bf16 is 1,875,000,000. The
+//     reduce bucket (reduce_bucket_size 500,000,000) takes four gradients;
+//     the fifth's hook reduces them, in bf16 (communication_data_type),
+//     and casts the rank's four partitions to fp32 (__avg_scatter_grads
+//     l.1825-1826): 4 x 15,625,000 x 4 = 250,000,000 B, 15 times. The
+//     step's flat gradient of its one sub-group (937,500,000 elements,
+//     under sub_group_size 1e9) is fp32 already: 3,750,000,000 B with no
+//     cast, where bf16 mode flattens 1,875,000,000 B and casts to
+//     3,750,000,000.
+//   - ZeRO-2: grads_in_partition stays bf16 (stage_1_and_2.py
+//     l.1678-1680): 8 parameters whole, 2,000,000,000 B either way; every
+//     parameter is reached and the partition is unpadded
+//     (7,500,000,000 / 16 is whole), so the step's flat copy is bf16 and
+//     cast to fp32, as in bf16 mode: 937,500,000 elements, 1,875,000,000 B
+//     and 3,750,000,000 B.
+//   - ZeRO-2 with offload_optimizer reads no grad_accum_dtype: the plan
+//     is bf16 mode's, gradients and host state alike.
+//
+// The reduce-scatter carries bf16 in every case: 2 bytes an element of
+// the 7,500,000,000.
+func TestZeroGradAccum(t *testing.T) {
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	for _, c := range []struct {
+		name    string
+		zero    int
+		offload bool
+		prec    core.Precision
+		grads   int64    // States.Grads
+		casts   string   // allocations of "reduced partitions in fp32"
+		flat    []string // the step's flat gradient and its cast: tensor:bytes
+	}{
+		{"zero 3, fp32 accumulation", 3, false, accumPrecision, 3_750_000_000, strings.Repeat("backward:250000000 ", 15),
+			[]string{"flat gradient of sub-group:3750000000"}},
+		{"zero 3, bf16 mode", 3, false, mixed, 1_875_000_000, "",
+			[]string{"flat gradient of sub-group:1875000000", "fp32 gradient of sub-group:3750000000"}},
+		{"zero 2, fp32 accumulation", 2, false, accumPrecision, 2_000_000_000, "",
+			[]string{"dense flat gradient partition:1875000000", "dense fp32 gradient partition:3750000000"}},
+		{"zero 2, bf16 mode", 2, false, mixed, 2_000_000_000, "",
+			[]string{"dense flat gradient partition:1875000000", "dense fp32 gradient partition:3750000000"}},
+	} {
+		p := distPlan(t, linearStack(30, 5000, 25000), "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
+		p.Precision = c.prec
+		rep, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if rep.States.Grads != c.grads {
+			t.Errorf("%s: gradient states %d B, want %d", c.name, rep.States.Grads, c.grads)
+		}
+		casts, _, _ := zeroTensorEvents(rep, "reduced partitions in fp32")
+		if got := strings.Join(casts, " "); strings.TrimSpace(c.casts) != got {
+			t.Errorf("%s: reduced partitions cast %q, want %q", c.name, got, strings.TrimSpace(c.casts))
+		}
+		var flat []string
+		for _, e := range rep.Trace.Events {
+			if e.Action == "alloc" && (strings.HasSuffix(e.Tensor, "gradient partition") || strings.HasSuffix(e.Tensor, "gradient of sub-group")) {
+				flat = append(flat, fmt.Sprintf("%s:%d", e.Tensor, e.Size))
+			}
+		}
+		if fmt.Sprint(flat) != fmt.Sprint(c.flat) {
+			t.Errorf("%s: the step's gradient copies %v, want %v", c.name, flat, c.flat)
+		}
+		if rs, want := commBytes(rep, "reduce_scatter"), int64(2*7_500_000_000); rs != want {
+			t.Errorf("%s: reduce_scatter %d B, want %d (bf16)", c.name, rs, want)
+		}
+	}
+}
+
+// TestZeroGradAccumZeros: ZeRO-2 makes the zero gradients of the
+// partition's unreached parameters in the accumulation dtype
+// (get_all_grad_tensors: zeros_like(tensor, dtype=dtype), stage_1_and_2.py
+// l.2106-2114), on the tiny Qwen2.5-VL without images of
+// TestZeRO2ZeroGradients (DP 2): 79,968 elements of the idle vision tower,
+// 319,872 B in fp32 where bf16 mode makes 159,936. Its list then holds an
+// fp32 tensor, so the step's torch.cat of it is fp32 (type promotion):
+// the rank's partition flattened straight into the master's dtype, no
+// second copy.
+func TestZeroGradAccumZeros(t *testing.T) {
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	for _, c := range []struct {
+		prec  core.Precision
+		zeros string
+		casts int // the step's copies of the flat partition into fp32
+	}{
+		{accumPrecision, "[backward:319872]", 0},
+		{mixed, "[backward:159936]", 1},
+	} {
+		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, "fp32")
+		p.Precision, p.Parallel = c.prec, core.Parallelism{DP: 2, Zero: 2}
+		rep, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allocs, _, _ := zeroTensorEvents(rep, "zero gradients")
+		casts := 0
+		for _, e := range rep.Trace.Events {
+			if e.Action == "alloc" && strings.HasSuffix(e.Tensor, "fp32 gradient partition") {
+				casts++
+			}
+		}
+		if fmt.Sprint(allocs) != c.zeros || casts != c.casts {
+			t.Errorf("%s: zero gradients %v, %d fp32 copies of the flat partition; want %s, %d", c.prec.Name, allocs, casts, c.zeros, c.casts)
+		}
+	}
+}
+
+// TestZeroGradAccumPlans: what a ZeRO plan's grads= other than its
+// params' runs as: stage 2 with offload_optimizer reads no
+// grad_accum_dtype (its plan is bf16 mode's: the 16-bit gradient
+// partition, 2 x 937,500,000 B on the 7.5B stack); stage 1 and the
+// dtypes DeepSpeed does not accumulate in are refused with a hint.
+func TestZeroGradAccumPlans(t *testing.T) {
+	fp16 := accumPrecision
+	fp16.Params, fp16.Compute = units.FP16, units.FP16
+	narrow := accumPrecision
+	narrow.Params, narrow.Compute, narrow.Grads = units.FP32, units.FP32, units.BF16
+	for _, c := range []struct {
+		name    string
+		zero    int
+		offload bool
+		prec    core.Precision
+		grads   int64
+		refused string
+	}{
+		{"zero 2 offloaded", 2, true, accumPrecision, 1_875_000_000, ""},
+		{"zero 3 fp16 model", 3, false, fp16, 3_750_000_000, ""},
+		{"zero 1 fp16 model", 1, false, fp16, 0, "keeps a grad_accum copy of each parameter"},
+		{"zero 1 offloaded", 1, true, accumPrecision, 0, "keeps a grad_accum copy of each parameter"},
+		{"bf16 gradients of an fp32 model", 3, false, narrow, 0, "fp32 beside a bf16 or fp16 model"},
+	} {
+		p := distPlan(t, linearStack(30, 5000, 25000), "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
+		p.Precision = c.prec
+		if c.offload {
+			p.Offload = &core.Offload{Optimizer: "cpu"}
+		}
+		rep, err := Evaluate(p, core.Options{})
+		if c.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%s: %v, want the refusal %q", c.name, err, c.refused)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if rep.States.Grads != c.grads {
+			t.Errorf("%s: gradient states %d B, want %d", c.name, rep.States.Grads, c.grads)
+		}
+	}
+}
