@@ -45,10 +45,10 @@ var (
 		"activations": "#CCBB44", "temporaries": "#EE6677", "comm": "#AA3377",
 	}
 	phaseColor = map[replay.Phase]string{
-		replay.PhaseSetup: "#DDDDDD", replay.PhaseValidation: "#BBCCEE", replay.PhaseForward: "#77AADD",
+		replay.PhaseSetup: "#DDDDDD", replay.PhaseValidation: "#BBCCEE", replay.PhaseGeneration: "#99DDFF", replay.PhaseForward: "#77AADD",
 		replay.PhaseRecompute: "#EE8866", replay.PhaseBackward: "#AAAA00", replay.PhaseOptimizer: "#44BB99",
 	}
-	phaseOrder = []replay.Phase{replay.PhaseSetup, replay.PhaseValidation, replay.PhaseForward, replay.PhaseRecompute, replay.PhaseBackward, replay.PhaseOptimizer}
+	phaseOrder = []replay.Phase{replay.PhaseSetup, replay.PhaseValidation, replay.PhaseGeneration, replay.PhaseForward, replay.PhaseRecompute, replay.PhaseBackward, replay.PhaseOptimizer}
 )
 
 const (
@@ -439,8 +439,8 @@ func legend(s *svgWriter, f frame, cols []column) {
 		present[c.pt.Phase] = true
 	}
 	for _, p := range phaseOrder {
-		if p == replay.PhaseValidation && !present[p] {
-			continue // only plans with validation=True have it
+		if (p == replay.PhaseValidation || p == replay.PhaseGeneration) && !present[p] {
+			continue // only plans with validation=True, or GRPO's generation, have it
 		}
 		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p.String())
 	}

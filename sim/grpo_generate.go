@@ -27,10 +27,10 @@ type generateKV struct {
 // generationKV lowers plan's model once over one token with use_cache, in
 // eval and without checkpointing or a layout, and scales the cache's
 // copies it finds (each layer's cache_keys and cache_values) to the
-// generation batch's rows and tokens: an upper bound where a layer keeps
+// generation batch's rows and tokens a row: an upper bound where a layer keeps
 // a sliding window of the tokens only (transformers'
 // DynamicSlidingWindowLayer), which the lowering does not tell apart.
-func generationKV(plan *core.Plan) generateKV {
+func generationKV(plan *core.Plan, tokens int64) generateKV {
 	p := *plan
 	p.Preference, p.UseCache, p.KeepLogits = nil, true, false
 	p.Batch, p.Seq, p.GradAccum = 1, 1, 1
@@ -47,6 +47,6 @@ func generationKV(plan *core.Plan) generateKV {
 			perToken += v.Bytes
 		}
 	}
-	rows := plan.Batch * max(plan.GradAccum, 1)
-	return generateKV{rows: rows, bytes: perToken * rows * plan.Seq, ok: perToken > 0}
+	rows := plan.GenerationRows()
+	return generateKV{rows: rows, bytes: perToken * rows * tokens, ok: perToken > 0}
 }

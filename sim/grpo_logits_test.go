@@ -101,32 +101,46 @@ func vocabLiveBackward(t *testing.T, p *core.Plan) (int64, string) {
 }
 
 // TestGRPOGenerationKV: r.notes gives the KV cache transformers' generate
-// ends with, not replayed: Llama 3 8B's 32 layers x keys and values x 8
-// key-value heads x 128 x bf16 = 131,072 bytes a token, for batch x
-// grad_accum completions (steps_per_generation's default) of seq tokens;
-// none is named under vLLM, whose engine generates.
+// ends with: Llama 3 8B's 32 layers x keys and values x 8 key-value heads
+// x 128 x bf16 = 131,072 bytes a token, for batch x steps_per_generation
+// completions (grad_accum by default). Replayed (phase generation) on one
+// GPU, where the last decode forward takes it to seq - 1 tokens; not
+// replayed under ZeRO-3 (the note gives it at seq tokens); none is named
+// under vLLM, whose engine generates. LoRA, so that the optimizer's step
+// is small.
 func TestGRPOGenerationKV(t *testing.T) {
 	for _, c := range []struct {
-		accum int64
-		vllm  string
-		want  string
+		accum, steps int64
+		zero         int
+		vllm         string
+		want, phase  string
 	}{
-		{1, "", "its KV cache ends at 1.50 GiB for the generation batch's 8 completions of 1536 tokens"}, // 131,072 x 8 x 1,536
-		{4, "", "its KV cache ends at 6.00 GiB for the generation batch's 32 completions of 1536 tokens"},
-		{1, core.VLLMServer, ""},
+		{1, 0, 0, "", "the KV cache grown to 1535 tokens (1.50 GiB)", "step"}, // 131,072 x 8 x 1,535
+		{4, 0, 0, "", "generation batch's 32 prompts (per_device_train_batch_size x steps_per_generation) of 512 prompt tokens, the KV cache grown to 1535 tokens (6.00 GiB)", "step"},
+		{1, 16, 0, "", "generation batch's 128 prompts", "generation"}, // 24 GiB of cache and the weights, over the step's peak
+		{16, 0, 0, "", "generation batch's 128 prompts", "generation"},
+		{4, 0, 3, "", "not replayed: its KV cache ends at 6.00 GiB for the generation batch's 32 completions of 1536 tokens", "step"},
+		{1, 0, 0, core.VLLMServer, "", "step"},
 	} {
 		m := testmodels.Llama(4096, 32, 32, 8, 14336, 128256, "flash")
 		p := testmodels.LlamaPlan(m, 8, 1536, "bf16", "full", "H100-80GB")
 		p.GradAccum = c.accum
+		p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"q", "k", "v", "o"}}
+		if c.zero > 0 {
+			p.Parallel = core.Parallelism{DP: 8, Zero: c.zero}
+		}
 		p.Preference = &core.Preference{Trainer: core.TrainerTRL, TRL: core.TRLFusedHead, Loss: core.LossGRPO, Reference: core.RefNone,
-			GRPOConfig: core.GRPOConfig{Completion: 1024, VLLM: c.vllm}}
+			GRPOConfig: core.GRPOConfig{Completion: 1024, VLLM: c.vllm, StepsPerGeneration: c.steps}}
 		r, err := Evaluate(p, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		note := strings.Join(r.Notes, "\n")
-		if got := strings.Contains(note, "its KV cache ends at"); got != (c.want != "") || !strings.Contains(note, c.want) {
-			t.Errorf("accum %d, vllm %q: notes %q, want %q", c.accum, c.vllm, note, c.want)
+		if got := strings.Contains(note, "KV cache"); got != (c.want != "") || !strings.Contains(note, c.want) {
+			t.Errorf("accum %d, steps %d, zero %d, vllm %q: notes %q, want %q", c.accum, c.steps, c.zero, c.vllm, note, c.want)
+		}
+		if got := r.PeakAt.Phase.String(); (got == "generation") != (c.phase == "generation") {
+			t.Errorf("accum %d, steps %d, zero %d, vllm %q: peak in %s, want %s", c.accum, c.steps, c.zero, c.vllm, got, c.phase)
 		}
 	}
 }

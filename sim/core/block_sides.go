@@ -55,7 +55,7 @@ func sameBuilder(x, y *Builder) bool {
 		x.policyFirst == y.policyFirst && x.klForward == y.klForward && x.bodyFirst == y.bodyFirst &&
 		x.curBlock == y.curBlock && x.members == y.members && x.sequential == y.sequential && x.spread == y.spread &&
 		x.rollout == y.rollout && x.inputGrad == y.inputGrad && x.embedOut == y.embedOut && x.tiedHead == y.tiedHead &&
-		x.everyBlock == y.everyBlock && x.Par == y.Par && x.Images == y.Images && x.Videos == y.Videos &&
+		x.everyBlock == y.everyBlock && x.gen == y.gen && x.Par == y.Par && x.Images == y.Images && x.Videos == y.Videos &&
 		x.shares == y.shares && x.reuse == y.reuse && x.reuseStrip == y.reuseStrip &&
 		sameCheckpoint(&x.Ckpt, &y.Ckpt) && samePointer(x.Lora, y.Lora) && sameMap(x.teInput, y.teInput) &&
 		sameMap(x.aoInput.grad, y.aoInput.grad) && sameMap(x.aoInput.fp8, y.aoInput.fp8) && samePointer(x.dead, y.dead) &&

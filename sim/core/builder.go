@@ -80,6 +80,7 @@ type Builder struct {
 	tiedHead int32
 
 	everyBlock bool            // lower every repeated block, copy none (Plan.EveryBlock)
+	gen        generation      // GRPO's generation phase (Plan.LowerGeneration, generation.go); zero: none
 	stop       func() error    // the caller's context (Plan.LowerProgramUnder); nil: never stops
 	inName     nameWatch       // the input of the block being lowered, and whether its name was read (block_clone.go)
 	clones     cloneArena      // where block copies are written (block_clone.go)

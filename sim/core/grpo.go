@@ -81,6 +81,11 @@ type GRPOConfig struct {
 	// Sleep: vllm_enable_sleep_mode: the colocated engine sleeps (level 2)
 	// between generations and holds nothing through the step.
 	Sleep bool
+	// StepsPerGeneration: steps_per_generation, the micro-batches one
+	// generation makes (the generation batch is Plan.Batch x this many
+	// rows a process, generation.go); 0 is GRPOConfig's default,
+	// gradient_accumulation_steps (Plan.GradAccum).
+	StepsPerGeneration int64
 }
 
 // GRPO reports whether pr is TRL's GRPOTrainer.
@@ -111,6 +116,8 @@ func (pr *Preference) validateGRPO() error {
 		return err(fmt.Sprintf("completion must be at least 1 (got %d)", g.Completion), "completion is max_completion_length, the tokens each row scores (GRPOConfig's default 512)")
 	case !(g.Beta >= 0) || math.IsInf(g.Beta, 1): // NaN fails the first
 		return err(fmt.Sprintf("beta must be a finite number, 0 or more (got %g)", g.Beta), "beta is the KL coefficient (GRPOConfig's default 0, which runs no reference model; TRL's docs use 0.001 to 0.04)")
+	case g.StepsPerGeneration < 0:
+		return err(fmt.Sprintf("steps_per_generation must be at least 1 (got %d)", g.StepsPerGeneration), "steps_per_generation is the micro-batches one generation makes (None: gradient_accumulation_steps, GRPOConfig's default)")
 	case g.VLLM != "" && g.VLLM != VLLMColocate && g.VLLM != VLLMServer:
 		return err(fmt.Sprintf("unknown vllm %q", g.VLLM), fmt.Sprintf("vllm is None (transformers' generate), %q or %q", VLLMColocate, VLLMServer))
 	case g.VLLM != VLLMColocate && (g.VLLMMemory != 0 || g.Sleep):
@@ -205,7 +212,8 @@ func (b *Builder) referenceCopy() {
 
 // GRPOCall is the grpo(...) call that makes pr, every setting written
 // (the builtin's value prints it; advise writes it): completion, beta,
-// vllm, under "colocate" vllm_memory and sleep, trl.
+// vllm, under "colocate" vllm_memory and sleep, steps_per_generation when
+// set, trl.
 func (pr *Preference) GRPOCall() string {
 	g := pr.GRPOConfig
 	s := fmt.Sprintf("grpo(completion=%d, beta=%s", g.Completion, pyFloat(g.Beta))
@@ -218,6 +226,9 @@ func (pr *Preference) GRPOCall() string {
 			sleep = "True"
 		}
 		s += fmt.Sprintf(", vllm_memory=%s, sleep=%s", pyFloat(g.VLLMMemory), sleep)
+	}
+	if g.StepsPerGeneration > 0 {
+		s += fmt.Sprintf(", steps_per_generation=%d", g.StepsPerGeneration)
 	}
 	return s + fmt.Sprintf(", trl=%q)", pr.TRL)
 }

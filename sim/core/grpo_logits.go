@@ -48,8 +48,10 @@ import "github.com/memsh/memsh/sim/units"
 
 // logitsToKeep is transformers' hidden_states[:, -n:, :] before lm_head
 // on x ([rows, seq, H]) as lm_head's matmul reads it: a copy [rows, n, H]
-// when there is more than one row and no autocast cast copies it instead,
-// else a view (no new storage; memsh allocates no gradient for a view,
+// when there is more than one row and more than one position kept and no
+// autocast cast copies it instead, else a view (one position: the fold of
+// [rows, 1, H] to [rows, H] is a view, strided rows that mm reads as they
+// are) (no new storage; memsh allocates no gradient for a view,
 // so the [rows, n, H] gradient the head's backward hands the slice before
 // SliceBackward0 is left out there).
 func (b *Builder) logitsToKeep(x Value, n int64) Value {
@@ -60,7 +62,7 @@ func (b *Builder) logitsToKeep(x Value, n int64) Value {
 	}
 	dx := b.Dtype(x)
 	i := b.AddOp("slice", "logits_to_keep", []Value{x})
-	if rows == 1 || (b.Prec.Autocast && dx != b.Prec.Compute) {
+	if rows == 1 || n == 1 || (b.Prec.Autocast && dx != b.Prec.Compute) {
 		v := b.Out(i, "hidden_states_kept", []int64{rows, n, h}, dx, "hidden_states[:, -logits_to_keep:, :]: a view (no new storage)")
 		b.Val(v).Bytes = 0
 		b.Op(i).Bytes = 0

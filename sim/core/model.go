@@ -272,6 +272,10 @@ func (m *Model) lower(b *Builder) (err error) {
 		b.P.Loss = b.lowerRollout(m, x, b.rollout) // anemoi's rollout loop
 		return nil
 	}
+	if b.gen.completion > 0 { // GRPO's generation phase, transformers' generate (generation.go)
+		b.P.Loss = b.lowerGeneration(m, x)
+		return nil
+	}
 	if b.pref.GRPO() { // GRPO: the policy and the loss (grpo.go)
 		b.P.Loss = b.grpoLoss(m, x)
 		return nil
@@ -325,6 +329,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		}
 		if b.pref.GRPO() { // GRPOTrainer's logits path: the last completion+1 positions (grpo_logits.go)
 			x = b.logitsToKeep(x, b.pref.GRPOConfig.Completion+1)
+		}
+		if b.gen.completion > 0 { // generate's logits_to_keep = 1 (generation.go)
+			x = b.logitsToKeep(x, 1)
 		}
 		nParams := len(b.P.Params)
 		b.tiedHead = b.embedWeight(m)

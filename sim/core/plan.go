@@ -160,6 +160,8 @@ type Plan struct {
 	// earlier one (block_clone.go): the reference the tests compare the
 	// copies with; the numbers are the same.
 	EveryBlock bool
+
+	generation generation // LowerGeneration's copy: the generation phase (generation.go)
 }
 
 // gradsPersist reports whether parameter gradients exist before the
@@ -395,6 +397,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		tiedHead:   -1,
 		everyBlock: p.EveryBlock,
 		stop:       stop,
+		gen:        p.generation,
 	}
 	if bufs != nil {
 		// The scratch is this lowering's alone until it hands it back,

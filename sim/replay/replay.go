@@ -17,13 +17,14 @@ type Phase uint8
 const (
 	PhaseSetup      Phase = iota // parameters, state and the batch, before the step
 	PhaseValidation              // a validation forward before the step (Plan.Validation)
+	PhaseGeneration              // GRPO's generation with transformers' generate before the step (core.Plan.Generates)
 	PhaseForward
 	PhaseRecompute // a checkpointed region's forward, again, in the backward
 	PhaseBackward
 	PhaseOptimizer
 )
 
-var phaseNames = [...]string{"setup", "validation", "forward", "recompute", "backward", "optimizer"}
+var phaseNames = [...]string{"setup", "validation", "generation", "forward", "recompute", "backward", "optimizer"}
 
 // ParsePhase finds a phase by name.
 func ParsePhase(name string) (Phase, bool) {
@@ -140,6 +141,9 @@ type Replay struct {
 	fwdPhase Phase         // the forward's phase: PhaseForward, or PhaseValidation
 	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none
 	valPlan  *core.Plan
+	genProg  *core.Program // GRPO's generation phase to replay before the step's batch, nil = none (generation.go)
+	genPlan  *core.Plan
+	genDone  bool // the generation phase is replayed
 
 	growth alloc.Growth // the last request no cached block fitted (alloc.Allocator.Grew)
 	grew   bool         // the allocation being made grew the reserve

@@ -59,6 +59,11 @@ func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit in
 			return nil, err
 		}
 	}
+	if plan.GenerationReplayed() {
+		if r.genProg, r.genPlan, err = plan.LowerGeneration(); err != nil {
+			return nil, err
+		}
+	}
 	warm, err := warmFirstStep(r, func() (*Replay, error) {
 		first := r.sibling(dev.Memory-nonTorch, s)
 		first.nonTorch = nonTorch
@@ -189,6 +194,7 @@ func (r *Replay) setup() {
 			r.Rep.Traffic.Optimizer += t
 		}
 		r.setupTableStates()
+		r.generationPass() // with the gradients None (generation.go)
 		r.accumulatedGradients()
 	}
 workspace:
@@ -197,6 +203,7 @@ workspace:
 		r.validationPass(r.valProg, r.valPlan) // before the step's batch
 		r.phase = PhaseSetup
 	}
+	r.generationPass() // a sharded layout's: after its states (Dist.setupStates)
 	r.batchAt, r.setupPoints, r.setupLargest = r.live.len(), len(r.Rep.Timeline), r.Rep.Largest
 	for _, v := range r.P.BatchValues() {
 		r.op = "batch"

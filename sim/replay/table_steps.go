@@ -183,6 +183,7 @@ func (r *Replay) carry(prev *Replay, persist int32) {
 // gradients (with grad_accum), the batch, and the tables' rows.
 func (r *Replay) setupStep() {
 	r.phase = PhaseSetup
+	r.generationPass() // the steady step's, after the first step (lazy_states.go)
 	r.accumulatedGradients()
 	r.op = "batch"
 	for _, v := range r.P.BatchValues() {

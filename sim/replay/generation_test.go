@@ -1,0 +1,89 @@
+package replay
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// grpoGenPlan is a GRPO step of a tiny two-layer decoder (4 heads of 64,
+// 2 key-value heads: 128 numbers a token in each cache tensor) on one
+// H100, bf16, whose generation batch is batch x accum rows.
+func grpoGenPlan(batch, seq, accum, completion int64) *core.Plan {
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &nn.Attention{Name: "self_attn", Dim: 256, Heads: 4, KVHeads: 2, Impl: "sdpa", Causal: true}},
+		&core.Residual{Layer: &nn.MLP{Dim: 256, Hidden: 1024, Act: "swiglu"}},
+	}}
+	m := &core.Model{Name: "tiny", Vocab: 1024, Loss: "cross_entropy", Layers: []core.Layer{
+		&nn.Embedding{Name: "embed_tokens", Rows: 1024, Dim: 256},
+		&core.Repeat{Name: "layers", Layer: block, N: 2},
+	}}
+	prec, _ := core.LookupPrecision("bf16")
+	dev, _ := hw.LookupDevice("H100-80GB")
+	rt, _ := core.LookupRuntime("cuda")
+	pr := &core.Preference{Trainer: core.TrainerTRL, Loss: core.LossGRPO, TRL: core.TRLFusedHead, Reference: core.RefNone,
+		GRPOConfig: core.GRPOConfig{Completion: completion}}
+	return &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: accum, Members: 1, Precision: prec,
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "full"}, Device: dev, Runtime: rt, Preference: pr}
+}
+
+// round512 is n rounded up as the caching allocator rounds a request.
+func round512(n int64) int64 { return (n + 511) / 512 * 512 }
+
+// The generation phase's own peak, above what was live when it began, is
+// the prompts' input_ids and the arithmetic of transformers' _sample at its last decode forward: the
+// four cache tensors at seq - 1 tokens, the last layer's old values at seq
+// - 2 while its new ones are made, and the last step's next_token_logits
+// and probs ([G, V] fp32 each) that the locals keep; or, where the
+// vocabulary outweighs the cache, the sampler's bf16 logits and three fp32
+// [G, V] tensors (next_token_logits, probs and multinomial's draws) beside
+// the caches.
+func TestGenerationPassPeak(t *testing.T) {
+	for _, c := range []struct {
+		name                          string
+		batch, seq, accum, completion int64
+		phase                         Phase
+		slack                         int64 // what the allocator may add: blocks over 1 MiB it does not split
+	}{
+		{"small tensors, the step's peak in the backward", 1, 512, 4, 448, PhaseBackward, 0},
+		{"one row", 1, 512, 1, 448, PhaseBackward, 0},
+		{"the generation batch's peak above the step's", 8, 512, 32, 448, PhaseGeneration, 6 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := grpoGenPlan(c.batch, c.seq, c.accum, c.completion)
+			prog, err := plan.LowerProgram()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(prog, plan, core.Options{Timeline: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Rep.PeakAt.Phase != c.phase {
+				t.Errorf("peak in %s at %s, want %s", r.Rep.PeakAt.Phase, r.Rep.PeakAt.Op, c.phase)
+			}
+			var before, peak int64
+			began := false
+			for _, p := range r.Rep.Timeline {
+				if p.Phase == PhaseGeneration {
+					began = true
+					peak = max(peak, p.Allocated)
+				} else if !began {
+					before = p.Allocated
+				}
+			}
+			g, prompt := c.batch*c.accum, c.seq-c.completion
+			row := g * 128 * 2                    // a cache tensor's bytes a token
+			gv := round512(g * 1024 * 4)          // a [G, V] fp32 tensor
+			caches := 4 * round512((c.seq-1)*row) // at seq - 1 tokens
+			kept := round512(g * prompt * 8)      // the prompts' input_ids, which generate holds
+			last := kept + caches - round512((c.seq-1)*row) + round512((c.seq-2)*row) + round512((c.seq-1)*row) + 2*gv
+			sampler := kept + caches + round512(g*1024*2) + 3*gv
+			if want := max(last, sampler); peak-before < want || peak-before > want+c.slack {
+				t.Errorf("generation's peak %d B above the %d B before it, want %d to %d more (the last update %d, the sampler %d)", peak-before, before, want, c.slack, last, sampler)
+			}
+		})
+	}
+}
