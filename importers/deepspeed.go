@@ -239,6 +239,12 @@ func deepspeedPrecision(t *tree, p *plan) error {
 	if err != nil {
 		return err
 	}
+	if stage, _ := t.integer("zero_optimization.stage", 0, 0, 3); grads != "" && stage == 1 && len(master) > 0 {
+		// BF16_Optimizer clones an fp32 master whatever the bf16 section says
+		t.notModelled = append(t.notModelled, "data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model and its 16-bit master "+
+			"(stage 1's BF16_Optimizer, whose master partition is fp32 whatever the bf16 section says), replayed in the model's dtype")
+		grads = ""
+	}
 	if grads != "" { // grad_accum_dtype: a custom policy of the 16-bit model's dtypes (sim/core/zero_precision.go)
 		args := []string{kw("params", str(model)), kw("grads", str(grads))}
 		switch {

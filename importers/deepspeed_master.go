@@ -105,9 +105,9 @@ func deepspeedAutocast(t *tree) error {
 // each stage does with it): DeepSpeed raises without ZeRO
 // (_do_optimizer_sanity_check: "unsupported mix"), reads it nowhere at
 // stage 2 with offload_optimizer (nothing to write), and at stage 1 runs
-// BF16_Optimizer (a bf16 model, the optimizer on the GPU) or keeps a
-// grad_accum copy of each parameter, which memsh does not replay: listed,
-// as is an accumulation dtype other than fp32.
+// BF16_Optimizer (a bf16 model, the optimizer on the GPU: replayed) or
+// keeps a grad_accum copy of each parameter, which memsh does not replay:
+// listed, as is an accumulation dtype other than fp32.
 func deepspeedDataTypes(t *tree, model string) (grads string, err error) {
 	dtype := func(key string) (string, error) {
 		s, err := t.str(key, "")
@@ -157,10 +157,8 @@ func deepspeedDataTypes(t *tree, model string) (grads string, err error) {
 		return "", nil // stage 2's host buffers follow the model and the master: nothing changes
 	case stage == 1 && (model != "bf16" || offloaded):
 		return unreplayed("stage 1 keeps a grad_accum copy of each parameter: use_grad_accum_attribute")
-	case stage == 1:
-		return unreplayed("stage 1's BF16_Optimizer")
 	}
-	return g, nil
+	return g, nil // stage 1: BF16_Optimizer (sim/replay/zero_accum.go)
 }
 
 // deepspeedOffloadsOptimizer reports whether the ZeRO optimizer runs on

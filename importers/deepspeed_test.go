@@ -201,17 +201,27 @@ func TestDeepSpeed(t *testing.T) {
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
              gpu = "H100-80GB", offload = offload(optimizer = "cpu"), parallel = parallel(dp = 4, zero = 2, overlap_comm = True, reduce_bucket_size = 50000000))`,
 	}, {
+		// stage 1 with bf16_master_weights_and_grads: BF16_Optimizer keeps
+		// an fp32 master whatever the key, which memsh does not write
+		name:  "data_types: grad_accum_dtype fp32 at stage 1 beside a bf16 master is listed",
+		file:  "deepspeed/bf16_master_weight_bf16_full.json",
+		step:  deepspeedStep(4*4, 512),
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "zero_optimization.stage=1", "torch_autocast.enabled=false"}},
+		files: llama2,
+		notModelled: []string{
+			"data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model and its 16-bit master (stage 1's BF16_Optimizer, whose master partition is fp32 whatever the bf16 section says), replayed in the model's dtype",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision("bf16-mixed", master = "bf16", optimizer_states = "bf16"),
+             optimizer = adamw(fused = True), gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
+	}, {
 		// stage 1 with a bf16 model: BF16_Optimizer
-		name:  "data_types: grad_accum_dtype fp32 at stage 1 is BF16_Optimizer's, listed",
+		name:  "data_types: grad_accum_dtype fp32 at stage 1 is BF16_Optimizer's",
 		file:  "deepspeed/bf16_master_weight_baseline.json",
 		step:  deepspeedStep(4*4, 512),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "zero_optimization.stage=1"}},
 		files: llama2,
-		notModelled: []string{
-			"data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model (stage 1's BF16_Optimizer), replayed in the model's dtype",
-		},
-		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision(params = "bf16", grads = "fp32", master = "fp32"),
+             optimizer = adamw(fused = True), gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
 	}, {
 		name:  "bf16 master weights with their moments offloaded: fp32 moments on the host",
 		file:  "deepspeed/bf16_master_weight_bf16_full.json",

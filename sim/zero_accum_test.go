@@ -130,11 +130,16 @@ func TestZeroGradAccumZeros(t *testing.T) {
 // TestZeroGradAccumPlans: what a ZeRO plan's grads= other than its
 // params' runs as: stage 2 with offload_optimizer reads no
 // grad_accum_dtype (its plan is bf16 mode's: the 16-bit gradient
-// partition, 2 x 937,500,000 B on the 7.5B stack); stage 1 and the
-// dtypes DeepSpeed does not accumulate in are refused with a hint.
+// partition, 2 x 937,500,000 B on the 7.5B stack); stage 1 of a bf16
+// model is BF16_Optimizer (TestZeroBF16Optimizer's 45,000,000,000 B of
+// gradients), with an fp32 master only; stage 1's grad_accum attribute
+// (fp16, offloaded) and the dtypes DeepSpeed does not accumulate in are
+// refused with a hint.
 func TestZeroGradAccumPlans(t *testing.T) {
 	fp16 := accumPrecision
 	fp16.Params, fp16.Compute = units.FP16, units.FP16
+	bf16Master := accumPrecision
+	bf16Master.Master, bf16Master.States = units.BF16, units.BF16
 	narrow := accumPrecision
 	narrow.Params, narrow.Compute, narrow.Grads = units.FP32, units.FP32, units.BF16
 	for _, c := range []struct {
@@ -147,6 +152,8 @@ func TestZeroGradAccumPlans(t *testing.T) {
 	}{
 		{"zero 2 offloaded", 2, true, accumPrecision, 1_875_000_000, ""},
 		{"zero 3 fp16 model", 3, false, fp16, 3_750_000_000, ""},
+		{"zero 1 bf16 model: BF16_Optimizer", 1, false, accumPrecision, 45_000_000_000, ""},
+		{"zero 1 bf16 model, bf16 master", 1, false, bf16Master, 0, "whose master partition is fp32"},
 		{"zero 1 fp16 model", 1, false, fp16, 0, "keeps a grad_accum copy of each parameter"},
 		{"zero 1 offloaded", 1, true, accumPrecision, 0, "keeps a grad_accum copy of each parameter"},
 		{"bf16 gradients of an fp32 model", 3, false, narrow, 0, "fp32 beside a bf16 or fp16 model"},
@@ -168,6 +175,65 @@ func TestZeroGradAccumPlans(t *testing.T) {
 		}
 		if rep.States.Grads != c.grads {
 			t.Errorf("%s: gradient states %d B, want %d", c.name, rep.States.Grads, c.grads)
+		}
+	}
+}
+
+// TestZeroBF16Optimizer: ZeRO-1 with a bf16 model accumulating in fp32 is
+// DeepSpeed's BF16_Optimizer (bf16_optimizer.py at edaa722, defaults), on
+// the 7.5B stack of TestZeroGradAccum (60 parameters of 125,000,000
+// elements, 8 ranks: the flat group, aligned to 16, is 7,500,000,000
+// elements, no padding), hand-counted:
+//
+//   - fp32_groups_gradients_flat, the whole group in fp32, from setup:
+//     30,000,000,000 B; autograd's bf16 param.grad, whole, kept to the
+//     step: 15,000,000,000 B (States.Grads: both);
+//   - the backward's epilogue casts each gradient to fp32 before adding
+//     it in (update_hp_grads): 60 copies of 500,000,000 B, one at a time;
+//     the boundary's all-reduce casts the fp32 group to bf16
+//     (allreduce_bucket): one copy of 15,000,000,000 B; the collective
+//     carries those 15,000,000,000 B, where ZeRO-1's reduce-scatter
+//     carries the same bytes of the 16-bit gradients;
+//   - the step hands the optimizer a view of the buffer: no flat copy;
+//   - the peak is that all-reduce: the bf16 flat parameters
+//     (15,000,000,000), the fp32 master partition (937,500,000 x 4 =
+//     3,750,000,000) and moments (7,500,000,000 and fused AdamW's 4-byte
+//     step), both gradient copies (45,000,000,000) and the bf16 copy
+//     (15,000,000,000): 86,250,000,004 B, with the cuBLAS workspace
+//     (67,108,864 B: cublas.go) 86,317,108,868 B; the allocator's
+//     rounding and the batch's few KB add under 4 MiB.
+//
+// With grad_accum = 2 the earlier micro-batch's bf16 gradients are held
+// from setup (zeroed in place by the next backward's prologue).
+func TestZeroBF16Optimizer(t *testing.T) {
+	for _, accum := range []int64{1, 2} {
+		p := distPlan(t, linearStack(30, 5000, 25000), "bf16-mixed", core.Parallelism{DP: 8, Zero: 1})
+		p.Precision, p.GradAccum = accumPrecision, accum
+		p.Optimizer.Impl = "fused"
+		rep, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.States.Grads != 45_000_000_000 {
+			t.Errorf("accum %d: gradient states %d B, want 45,000,000,000", accum, rep.States.Grads)
+		}
+		fp32, _, _ := zeroTensorEvents(rep, "dense fp32_groups_gradients_flat")
+		casts, _, castMost := zeroTensorEvents(rep, "gradient in fp32")
+		copies, _, _ := zeroTensorEvents(rep, "dense all-reduce copy")
+		if fmt.Sprint(fp32) != "[setup:30000000000]" || len(casts) != 60 || castMost != 500_000_000 || fmt.Sprint(copies) != "[backward:15000000000]" {
+			t.Errorf("accum %d: fp32 buffer %v, %d casts (%d B at most live), all-reduce copies %v; want [setup:30000000000], 60 of 500000000 B one at a time, [backward:15000000000]",
+				accum, fp32, len(casts), castMost, copies)
+		}
+		for _, e := range rep.Trace.Events {
+			if e.Action == "alloc" && strings.HasSuffix(e.Tensor, "gradient partition") {
+				t.Errorf("accum %d: the step copies %s (%d B); BF16_Optimizer steps a view", accum, e.Tensor, e.Size)
+			}
+		}
+		if ar, ag, rs := commBytes(rep, "all_reduce"), commBytes(rep, "all_gather"), commBytes(rep, "reduce_scatter"); ar != 15_000_000_000 || ag != 15_000_000_000 || rs != 0 {
+			t.Errorf("accum %d: all_reduce %d B, all_gather %d B, reduce_scatter %d B; want 15e9, 15e9, 0", accum, ar, ag, rs)
+		}
+		if peak := rep.PeakAllocated; peak < 86_317_108_868 || peak > 86_317_108_868+4<<20 {
+			t.Errorf("accum %d: peak allocated %d B, want 86,317,108,868 and under 4 MiB more", accum, peak)
 		}
 	}
 }

@@ -51,12 +51,14 @@ import (
 //     its grads_in_partition stays in the model's dtype, l.1678-1680, and a
 //     later micro-batch is added into the first one's), stage 1's
 //     BF16_Optimizer (engine.py _do_optimizer_sanity_check l.1994-1997:
-//     bf16, fp32 accumulation, no offload; ZeroBF16Optimizer). Stage 2
-//     with offload_optimizer reads it nowhere (its host buffers follow the
-//     model and the master: DeepspeedPrecision drops it); stage 1 with
-//     fp16 or offload keeps a grad_accum copy of each parameter
-//     (use_grad_accum_attribute, stage_1_and_2.py l.357-364), which memsh
-//     does not replay: refused.
+//     bf16, fp32 accumulation, no offload; ZeroBF16Optimizer: an fp32
+//     copy of the whole flat model's gradients, sim/replay/zero_accum.go;
+//     its master partition is fp32 whatever bf16_master_weights_and_grads:
+//     a 16-bit one refused). Stage 2 with offload_optimizer reads it
+//     nowhere (its host buffers follow the model and the master:
+//     DeepspeedPrecision drops it); stage 1 with fp16 or offload keeps a
+//     grad_accum copy of each parameter (use_grad_accum_attribute,
+//     stage_1_and_2.py l.357-364), which memsh does not replay: refused.
 
 // DeepspeedPrecision is the plan as DeepSpeed's ZeRO runs its precision
 // (the rules above): parameters and gradients in the compute dtype under
@@ -199,12 +201,12 @@ func (p *Plan) validateZeroGradAccum() error {
 			Hint: "grads=\"fp32\" with params=\"bf16\" (or \"fp16\"), or grads= the params' dtype (DeepSpeed's default)"}
 	}
 	if zero == 1 && !p.ZeroBF16Optimizer() {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: DeepSpeed's ZeRO-1 accumulating %s gradients of a %s model keeps a grad_accum copy of each parameter (stage_1_and_2.py use_grad_accum_attribute), which memsh does not replay", prec.Grads, prec.Params),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: DeepSpeed's ZeRO-1 accumulating %s gradients of the %s model keeps a grad_accum copy of each parameter (stage_1_and_2.py use_grad_accum_attribute), which memsh does not replay", prec.Grads, prec.Params),
 			Hint: "zero=2, or grads= the params' dtype; a bf16 model with the optimizer on the GPU runs as BF16_Optimizer"}
 	}
-	if zero == 1 {
-		return &units.Error{Path: path, Msg: "precision: DeepSpeed runs ZeRO-1 with a bf16 model accumulating fp32 gradients as its BF16_Optimizer (engine.py _do_optimizer_sanity_check), which memsh does not replay yet",
-			Hint: "zero=2 or zero=3, or grads= the params' dtype"}
+	if zero == 1 && prec.Master != units.InvalidDType && prec.Master != units.FP32 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: DeepSpeed runs this ZeRO-1 as its BF16_Optimizer, whose master partition is fp32 whatever bf16_master_weights_and_grads (bf16_optimizer.py: .clone().float()); this one's master is %s", prec.Master),
+			Hint: "master=\"fp32\", or zero=2 or zero=3 for a bf16 master"}
 	}
 	return nil
 }

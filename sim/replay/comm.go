@@ -175,12 +175,14 @@ func (d *distState) stepComm() []core.CommRecord {
 			// DeepSpeed reduces in communication_data_type, the model's dtype
 			// (engine.py l.1405-1416), whatever it accumulates in (zero_accum.go)
 			grads = params
-			switch d.Par.Zero {
-			case 1:
+			switch {
+			case d.bf16opt: // BF16_Optimizer: the whole group all-reduced (zero_accum.go)
+				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: prec.Params.Bytes(zeroPartition(g.numel, g.n) * g.n), Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
+			case d.Par.Zero == 1:
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
-			case 2:
+			case d.Par.Zero == 2:
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
-			case 3:
+			case d.Par.Zero == 3:
 				n, _ := d.gatheredNumel(g)
 				gathered := d.gatherDT.Bytes(n)
 				gathers, _ := d.passGathers()

@@ -438,6 +438,10 @@ func (d *distState) backwardEnd(r *Replay) {
 	if d.Mode == DistZeRO && d.Par.Zero == 3 {
 		d.zero3AccumReduce(r) // the last bucket (zero_accum.go)
 	}
+	if d.bf16opt && r.Plan.Phase != core.Eval {
+		d.bf16Epilogue(r) // the gradients stay to the step (zero_accum.go)
+		return
+	}
 	if d.ipg == none {
 		return
 	}
@@ -528,6 +532,9 @@ func (d *distState) optimizerStep(r *Replay) bool {
 		if d.ZeroOffload(r) {
 			d.offloadStep12(r) // the step runs on the host
 			return true
+		}
+		if d.bf16opt {
+			return true // the optimizer steps a view of the fp32 buffer (zero_accum.go)
 		}
 		for k, g := range d.groups(true) {
 			n := zeroPartition(g.numel, g.n)

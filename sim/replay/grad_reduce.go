@@ -102,7 +102,7 @@ func (r *Replay) freeKeptRSInput() {
 // gradient partition as buckets are reduced, stage 1 after the backward
 // (zero_grads.go).
 func (d *distState) backwardStart(r *Replay) {
-	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == core.Eval {
+	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == core.Eval || d.bf16opt { // BF16_Optimizer has no bucket (zero_accum.go)
 		return
 	}
 	dt, n := r.Plan.Precision.Params, d.zs.ReduceBucket

@@ -227,10 +227,12 @@ func (d *distState) setupZeRO12(r *Replay) {
 		part += n
 		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
 	}
-	if r.Plan.Phase != core.Eval && !d.ZeroOffload(r) {
+	if r.Plan.Phase != core.Eval && !d.ZeroOffload(r) && !d.bf16opt {
 		d.zg = d.zeroRank(r) // offloaded: the partition is on the host
 	}
 	switch {
+	case d.bf16opt && r.Plan.Phase != core.Eval: // the fp32 groups and autograd's bf16 param.grad (zero_accum.go)
+		st.Grads = d.setupBF16Optimizer(r) + prec.Params.Bytes(d.zero1GradNumel(r))
 	case d.Par.Zero == 2 && d.zg != nil: // grads_in_partition in the model's dtype, the zeros in the accumulation dtype (zero_grads.go)
 		st.Grads = prec.Params.Bytes(d.zg.numel) + prec.Grads.Bytes(d.zg.zeros)
 	case d.Par.Zero == 2:

@@ -126,6 +126,8 @@ type distState struct {
 	ipg2 int32      // its double buffer with overlap_comm
 	zg   *zeroGrads // ZeRO-1/2's gradient partition and zero gradients (zero_grads.go), nil otherwise
 	z3   zero3Accum // ZeRO-3's reduce bucket under grad_accum_dtype (zero_accum.go)
+	// bf16opt: DeepSpeed runs this ZeRO-1 as its BF16_Optimizer (zero_accum.go)
+	bf16opt bool
 
 	// FSDP's CPU offload (and ZeRO-3 offload_param's partitions to the
 	// GPU): the bytes per step of the shards' copies to the GPU and of the
@@ -182,6 +184,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	if d.Mode == DistZeRO {
 		d.zs = plan.ZeroSizes()            // reduce_bucket_size, ZeRO-3's prefetch and persistence (core/zero_sizes.go)
 		d.reduceDT = plan.Precision.Params // communication_data_type, whatever grad_accum_dtype (zero_accum.go)
+		d.bf16opt = plan.ZeroBF16Optimizer()
 	}
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1
