@@ -163,6 +163,19 @@ func TestOptimizers(t *testing.T) {
 		{expr: "sgd(momentum = 1.5)", err: "momentum must be in [0, 1) (got 1.5)"},
 		{expr: "sgd(impl = \"fused\")", err: `unexpected keyword argument "impl"`},
 		{expr: "adamw8bit(momentum = 0.9)", err: `unexpected keyword argument "momentum"`},
+		{expr: "muon()", want: "muon()"},
+		{expr: "muon().momentum", want: "0.95"},
+		{expr: "muon().ns_steps", want: "5"},
+		{expr: "muon().nesterov", want: "True"},
+		{expr: `muon().impl`, want: `"foreach"`},
+		{expr: `muon(fused = True)`, want: `muon(impl="fused")`},
+		{expr: "muon(ns_steps = 0)", err: "ns_steps must be in [1, 100) (got 0)"},
+		{expr: "muon(ns_steps = 100)", err: "torch.optim.Muon refuses 100 or more"},
+		{expr: "muon(momentum = 1)", err: "momentum must be in [0, 1) (got 1)"},
+		{expr: "muon(in_backward = True)", err: `unexpected keyword argument "in_backward"`},
+		{expr: "adamw(ns_steps = 5)", err: `unexpected keyword argument "ns_steps"`},
+		{expr: `train(model("m", embedding(100, 64), linear(64, 64), vocab = 100), seq = 16, optimizer = muon(), parallel = parallel(dp = 2, zero = 2), cluster = cluster(gpus_per_node = 2))`,
+			err: "muon() with zero=: Muon orthogonalizes whole matrices"},
 	})
 }
 

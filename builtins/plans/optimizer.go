@@ -38,6 +38,17 @@ func (x Optimizer) String() string {
 	if x.o.Kind == core.SGD && x.o.Momentum != 0 {
 		args = append(args, "momentum="+strconv.FormatFloat(x.o.Momentum, 'g', -1, 64))
 	}
+	if x.o.Kind == core.Muon {
+		if x.o.Momentum != muonMomentum {
+			args = append(args, "momentum="+strconv.FormatFloat(x.o.Momentum, 'g', -1, 64))
+		}
+		if !x.o.Nesterov {
+			args = append(args, "nesterov=False")
+		}
+		if x.o.NSSteps != core.MuonDefaultNSSteps {
+			args = append(args, "ns_steps="+strconv.Itoa(x.o.NSSteps))
+		}
+	}
 	if x.o.Impl != "" && x.o.Impl != "foreach" {
 		args = append(args, fmt.Sprintf("impl=%q", x.o.Impl))
 	}
@@ -51,7 +62,7 @@ func (x Optimizer) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bo
 	return compareEqual(op, x.o == y.(Optimizer).o, "optimizers")
 }
 
-var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum"}
+var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum", "nesterov", "ns_steps"}
 
 func (x Optimizer) AttrNames() []string { return optimizerAttrNames }
 
@@ -68,6 +79,10 @@ func (x Optimizer) Attr(name string) (starlark.Value, error) {
 		return starlark.Float(x.o.Momentum), nil
 	case "in_backward":
 		return starlark.Bool(x.o.InBackward), nil
+	case "nesterov":
+		return starlark.Bool(x.o.Nesterov), nil
+	case "ns_steps":
+		return starlark.MakeInt(x.o.NSSteps), nil
 	}
 	return nil, nil
 }
@@ -95,9 +110,14 @@ func defaultOptimizer(kind core.OptimizerKind) core.Optimizer {
 	switch kind {
 	case core.Adam, core.AdamW:
 		return core.Optimizer{Kind: kind, Impl: "foreach"}
+	case core.Muon: // torch.optim.Muon's defaults
+		return core.Optimizer{Kind: kind, Impl: "foreach", Momentum: muonMomentum, Nesterov: true, NSSteps: core.MuonDefaultNSSteps}
 	}
 	return core.Optimizer{Kind: kind}
 }
+
+// muonMomentum is torch.optim.Muon's momentum default.
+const muonMomentum = 0.95
 
 // optimizerDocs gives each optimizer builtin's Sig and Doc.
 var optimizerDocs = []struct {
@@ -132,6 +152,14 @@ var optimizerDocs = []struct {
 			"a full vector for 1-D tensors)."},
 	{core.Lion, "lion(in_backward=False)",
 		"Lion: one momentum buffer per parameter, updated in place."},
+	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, impl=\"foreach\")",
+		"Muon (torch.optim.Muon, PyTorch 2.9+) on the 2-D weight matrices other than the embedding and the output " +
+			"head, with AdamW on the rest (embeddings, head, norms, biases, 3-D expert weights), as Muon recipes run it: " +
+			"one momentum buffer per matrix (4 bytes/param in fp32), AdamW's two moments elsewhere. Muon steps one matrix at " +
+			"a time: its transient peak is the largest matrix's Newton-Schulz iteration (the Nesterov update, a bf16 copy, " +
+			"two k x k Gram matrices, k the smaller dimension, and the next iterate), and its time adds 3 x ns_steps " +
+			"matrix products per matrix. impl is its AdamW's (\"foreach\", \"fused\" or \"for-loop\"). On one GPU or " +
+			"data parallel only: sharded layouts (zero=, fsdp=, tp=, ...) are refused."},
 	{core.SparseAdam, "sparse_adam(in_backward=False)",
 		"SparseAdam (torch.optim.SparseAdam): two moments, updated only on the rows read this step (for sparse tables)."},
 }
@@ -157,6 +185,8 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 		pairs = append([]any{"momentum?", &momentum}, pairs...)
 	case core.Adam, core.AdamW:
 		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
+	case core.Muon:
+		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "impl?", &o.Impl, "fused?", &fused}
 	}
 	if err := AliasedKeyword(b.Name(), kwargs, optimizerAlias); err != nil {
 		return nil, err

@@ -25,6 +25,11 @@ import (
 //	             a full vector for 1-D tensors; no first moment (beta1=None)
 //	lion         one momentum buffer n*S
 //	sparse_adam  two moments, updated only on rows read (tables)
+//	muon         torch.optim.Muon (PyTorch 2.9+) on the 2-D matrices that are
+//	             not the embedding or the output head: one momentum_buffer
+//	             n*S (zeros_like the gradient); AdamW's two moments for
+//	             the other parameters, as the hybrid every Muon recipe runs
+//	             (muon.go)
 //
 // Step temporaries (torch/optim/adam.py): "for-loop" updates one tensor at
 // a time (two temporaries the size of the largest tensor: the sqrt and the
@@ -34,8 +39,11 @@ import (
 type Optimizer struct {
 	Kind       OptimizerKind
 	Momentum   float64
-	Impl       string // foreach | fused | for-loop
+	Impl       string // foreach | fused | for-loop (Muon: its AdamW's, muon.go)
 	InBackward bool   // per-parameter step as soon as its gradient is complete
+	// Muon's Newton-Schulz iterations and Nesterov momentum (muon.go).
+	NSSteps  int
+	Nesterov bool
 }
 
 // OptimizerKind is an optimizer algorithm; optimizerSpecs declares each
@@ -53,6 +61,7 @@ const (
 	Adafactor
 	Lion
 	SparseAdam
+	Muon
 )
 
 // optimizerSpec is what memsh knows of one optimizer kind: its name, where
@@ -132,6 +141,10 @@ var optimizerSpecs = [...]optimizerSpec{
 	// Sparse tables step their own rows (replay/table_replay.go); as a plan's
 	// optimizer its state is Adam's.
 	SparseAdam: {name: "sparse_adam", states: adamStates, minState: noBound},
+	// Muon's states by shape alone are its AdamW's (the tables' rows, a
+	// flat shard); a parameter's own are ParamStates' (muon.go). Every
+	// element has at least the momentum buffer.
+	Muon: {name: "muon", states: adamStates, minState: oneMoment},
 }
 
 func (k OptimizerKind) spec() *optimizerSpec {
@@ -176,7 +189,7 @@ func (o Optimizer) Validate() error {
 	if o.Momentum < 0 || o.Momentum >= 1 {
 		return fmt.Errorf("momentum must be in [0, 1) (got %g)", o.Momentum)
 	}
-	return nil
+	return o.validateMuon()
 }
 
 // ImplName is the step's implementation, "foreach" by default.

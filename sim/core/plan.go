@@ -282,6 +282,9 @@ func (p *Plan) RefusalIn(checked *Model, memo *LayoutMemo) error {
 	if err := p.Optimizer.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error()}
 	}
+	if err := p.validateMuonLayout(); err != nil {
+		return err
+	}
 	if p.Optimizer.InBackward && p.GradAccum > 1 {
 		// torchtune 1814feb17 recipes/full_finetune_*.py raise the same
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("an optimizer stepped in the backward (in_backward=True) steps each parameter as soon as its gradient is complete, so gradients cannot accumulate over grad_accum=%d micro-batches", p.GradAccum),

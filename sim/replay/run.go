@@ -181,7 +181,7 @@ func (r *Replay) setup() {
 				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: m, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
 				st.Master += b
 			}
-			states := plan.Optimizer.StateTensors(p.Shape, p.Numel, p.StateDType(prec))
+			states := plan.Optimizer.ParamStates(p, p.StateDType(prec))
 			for _, s := range states.List() {
 				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
@@ -245,13 +245,16 @@ func (r *Replay) paramBytes(p *core.ParamInfo) int64 {
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
 func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
-	states := r.Plan.Optimizer.StateTensors(p.Shape, p.Numel, p.StateDType(r.Plan.Precision))
+	states := r.Plan.Optimizer.ParamStates(p, p.StateDType(r.Plan.Precision))
 	return r.optimizerTraffic(p, states.Bytes())
 }
 
 // optimizerTraffic is OptimizerTraffic with the bytes s of p's optimizer
 // states given (setup has them already).
 func (r *Replay) optimizerTraffic(p *core.ParamInfo, s int64) int64 {
+	if r.Plan.Optimizer.MuonMatrix(p) {
+		return r.MuonTraffic(p)
+	}
 	prec := r.Plan.Precision
 	w := p.Stored(prec).Bytes(p.Numel)
 	g := p.GradDType(prec).Bytes(p.Numel)
@@ -400,15 +403,21 @@ func (r *Replay) optimizerStep() {
 // it says one tensor per parameter (foreach), a block per parameter, all
 // alive at once and freed in order.
 func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
+	opt, stepped := r.Plan.Optimizer, r.stepped
+	if opt.Kind == core.Muon { // its matrices one at a time, then its AdamW on the rest
+		r.muonStepTemporaries()
+		opt.Kind, why = core.AdamW, "temporaries of muon()'s adamw step ("+opt.ImplName()+") of the parameters that are not its matrices"
+		stepped = func(pi int) bool { return r.stepped(pi) && !r.Plan.Optimizer.MuonMatrix(&r.P.Params[pi]) }
+	}
 	var largest, total int64
 	for pi := range r.P.Params {
-		if r.stepped(pi) {
+		if stepped(pi) {
 			b := size(pi)
 			total += b
 			largest = max(largest, b)
 		}
 	}
-	tmp, perTensor := r.Plan.Optimizer.StepTemporary(largest, total)
+	tmp, perTensor := opt.StepTemporary(largest, total)
 	if tmp <= 0 {
 		return
 	}
@@ -419,7 +428,7 @@ func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 	}
 	ids := make([]int32, 0, len(r.P.Params))
 	for pi := range r.P.Params {
-		if !r.stepped(pi) {
+		if !stepped(pi) {
 			continue
 		}
 		p := &r.P.Params[pi]

@@ -41,13 +41,15 @@ type OptimizerWork struct {
 	Traffic  float64 // HBM bytes of the fused update
 	Tensors  float64 // trainable parameter tensors stepped
 	Elements float64 // their elements
+	Muon     MuonWork
 }
 
 // OptimizerTime is the step's GPU time and CPU dispatch time, with the
 // work on the gradients that comes with it (gradients.go).
 func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
+	mg, mc := muonTime(plan, w.Muon) // muon.go
 	if w.Traffic <= 0 {
-		return 0, 0
+		return mg, mc
 	}
 	impl := plan.Optimizer.ImplName()
 	traffic := w.Traffic
@@ -55,13 +57,14 @@ func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	if impl != "fused" {
 		traffic *= unfusedAdamTraffic
 	}
-	chunks := math.Max(math.Ceil(w.Tensors/foreachTensors), math.Ceil(w.Elements/foreachElems))
+	tensors := w.Tensors - w.Muon.Tensors // Muon's matrices are its own kernels (muon.go)
+	chunks := math.Max(math.Ceil(tensors/foreachTensors), math.Ceil((w.Elements-w.Muon.Elements)/foreachElems))
 	var launches float64
 	switch impl {
 	case "fused":
 		launches = chunks
 	case "for-loop":
-		launches = ops * w.Tensors
+		launches = ops * tensors
 	default:
 		launches = ops * chunks
 	}
@@ -73,5 +76,5 @@ func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	// The clipping, unscaling and zeroing of the gradients come with it
 	// (gradients.go): the CPU launches them in order with the update.
 	g, c := gradientWork(plan, w)
-	return gpu + g, launches*eagerFwdCPU + c
+	return gpu + g + mg, launches*eagerFwdCPU + c + mc
 }

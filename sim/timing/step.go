@@ -425,10 +425,16 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 		w.Traffic = float64(r.Rep.Traffic.HBM)
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]
-			if p.TiedTo < 0 && p.Trainable {
-				w.Tensors++
-				w.Elements += float64(p.Numel)
+			if p.TiedTo >= 0 || !p.Trainable {
+				continue
 			}
+			if muonMatrix(r, p) {
+				b := float64(r.MuonTraffic(p))
+				w.Traffic -= b
+				w.addMuon(r.Plan, p, b)
+			}
+			w.Tensors++
+			w.Elements += float64(p.Numel)
 		}
 		return w
 	}
@@ -443,6 +449,12 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 			continue
 		}
 		b, n := float64(r.OptimizerTraffic(p)), float64(p.Numel)
+		if muonMatrix(r, p) { // never sharded (core.validateMuonLayout)
+			w.addMuon(r.Plan, p, b)
+			w.Elements += n
+			w.Tensors++
+			continue
+		}
 		if sharded {
 			deg := float64(d.Degree(int32(pi)))
 			b, n = b/deg, n/deg

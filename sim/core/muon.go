@@ -1,0 +1,145 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Muon (torch.optim.Muon, PyTorch 2.9 and later; torch/optim/_muon.py at
+// torch 2.15) steps a 2-D matrix by the orthogonalized momentum:
+//
+//	buf.lerp_(grad, 1 - momentum)                 in place
+//	update = grad.lerp(buf, momentum)             a new tensor, grad's dtype (nesterov; else buf itself)
+//	X = update.to(bfloat16, copy=True)            transposed (a view) when rows > columns
+//	X.div_(X.norm())
+//	ns_steps times:
+//	    gram = X @ X.T                            k x k, k the smaller dimension
+//	    gram_update = addmm(gram, gram, gram)     k x k
+//	    X = addmm(X, gram_update, X)              a new k x N
+//	param.mul_(1 - lr*wd); param.add_(X)
+//
+// one parameter at a time ("Foreach is not supported for Muon yet"). Its
+// only state is momentum_buffer, zeros_like the gradient. torch's Muon
+// refuses a parameter that is not 2-D, and every Muon recipe (K. Jordan's
+// MuonWithAuxAdam, Moonshot's Moonlight, the torch docs' example) steps
+// the others with AdamW; the recipes keep the embedding and the output
+// head on AdamW too. memsh's muon() is that hybrid: Muon on the 2-D
+// parameters other than the embedding and the head, AdamW (Impl, foreach
+// by default) on the rest.
+//
+// The step's transient memory is the largest matrix's, at the last addmm
+// of an iteration: update, X, gram, gram_update and the new X alive at
+// once (MuonStepTemporaries).
+
+// MuonDefaultNSSteps is torch.optim.Muon's ns_steps default.
+const MuonDefaultNSSteps = 5
+
+// MuonMatrix reports whether o steps p by Muon's orthogonalized update
+// (not its AdamW).
+func (o Optimizer) MuonMatrix(p *ParamInfo) bool {
+	return o.Kind == Muon && len(p.Shape) == 2 && p.Role != RoleEmbed && p.Role != RoleLMHead
+}
+
+// ParamStates is p's optimizer state in dtype dt: Muon's momentum buffer
+// for its matrices, StateTensors by shape otherwise.
+func (o Optimizer) ParamStates(p *ParamInfo, dt units.DType) StateTensors {
+	if o.MuonMatrix(p) {
+		return stateTensors(StateTensor{"momentum_buffer", dt.Bytes(p.Numel)})
+	}
+	return o.StateTensors(p.Shape, p.Numel, dt)
+}
+
+// MuonTemporary is one of the step's transient tensors.
+type MuonTemporary struct {
+	Name  string
+	Shape []int64
+	DType units.DType
+}
+
+// MuonStepTemporaries are the tensors alive at the peak of stepping p,
+// whose gradient is in grad: the Nesterov update in grad's dtype, the
+// bf16 iterate, its Gram matrix and the Gram update, and the next
+// iterate.
+func (o Optimizer) MuonStepTemporaries(p *ParamInfo, grad units.DType) []MuonTemporary {
+	k, n := muonDims(p.Shape)
+	var out []MuonTemporary
+	if o.Nesterov {
+		out = append(out, MuonTemporary{"update", []int64{p.Shape[0], p.Shape[1]}, grad})
+	}
+	return append(out,
+		MuonTemporary{"X", []int64{k, n}, units.BF16},
+		MuonTemporary{"gram", []int64{k, k}, units.BF16},
+		MuonTemporary{"gram_update", []int64{k, k}, units.BF16},
+		MuonTemporary{"X next", []int64{k, n}, units.BF16})
+}
+
+// MuonGEMMs are one Newton-Schulz iteration's matrix products of a
+// parameter of shape s, as (m, n, k) of an m x k by k x n product.
+func MuonGEMMs(s []int64) [3][3]int64 {
+	k, n := muonDims(s)
+	return [3][3]int64{
+		{k, k, n}, // X @ X.T
+		{k, k, k}, // gram @ gram
+		{k, n, k}, // gram_update @ X
+	}
+}
+
+// muonDims is the smaller and the larger dimension of a matrix.
+func muonDims(s []int64) (k, n int64) {
+	return min(s[0], s[1]), max(s[0], s[1])
+}
+
+// validateMuon checks Muon's settings, and that no other optimizer has
+// them.
+func (o Optimizer) validateMuon() error {
+	if o.Kind != Muon {
+		if o.NSSteps != 0 || o.Nesterov {
+			return fmt.Errorf("ns_steps and nesterov are Muon's (muon()), not %s's", o.Kind)
+		}
+		return nil
+	}
+	if o.NSSteps < 1 || o.NSSteps >= 100 { // torch: "Number of steps must be less than 100"
+		return fmt.Errorf("ns_steps must be in [1, 100) (got %d): torch.optim.Muon refuses 100 or more", o.NSSteps)
+	}
+	if o.InBackward {
+		return fmt.Errorf("muon() in the backward is not modelled: torch.optim.Muon steps after the backward")
+	}
+	return nil
+}
+
+// validateMuonLayout refuses Muon where memsh's shards would step it
+// wrongly: Muon orthogonalizes whole matrices, so ZeRO, FSDP, Megatron's
+// distributed optimizer and tensor parallelism (which shard them) need a
+// gather or a distributed Newton-Schulz that memsh does not replay; data
+// parallel (DDP) steps whole matrices on every rank.
+func (p *Plan) validateMuonLayout() error {
+	if p.Optimizer.Kind != Muon || p.Phase == Eval {
+		return nil
+	}
+	par := p.Parallel.Norm()
+	what := ""
+	switch {
+	case par.Zero > 0:
+		what = "zero="
+	case par.FSDP:
+		what = "fsdp="
+	case par.DistributedOptimizer:
+		what = "distributed_optimizer=True"
+	case par.TP > 1:
+		what = "tp="
+	case par.PP > 1:
+		what = "pp="
+	case par.EP > 1:
+		what = "ep="
+	case par.CP > 1:
+		what = "cp="
+	case p.Offload != nil:
+		what = "offload="
+	}
+	if what == "" {
+		return nil
+	}
+	return &units.Error{Path: "train", Msg: "muon() with " + what + ": Muon orthogonalizes whole matrices, and memsh replays it on unsharded parameters only (one GPU or data parallel)",
+		Hint: "parallel(dp=N) alone, or adamw() for the sharded layout"}
+}

@@ -1,0 +1,58 @@
+package timing
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Muon's step of its matrices (core/muon.go): torch.optim.Muon runs one
+// matrix at a time, eagerly: eight elementwise kernels (buf.lerp_, the
+// Nesterov lerp, the bf16 copy, the norm and its clamp, div_, the
+// weight's mul_ and add_; seven without Nesterov) and three matrix
+// products a Newton-Schulz iteration, each priced as the GEMM it is (bf16
+// operands and output). Its AdamW steps the other parameters as
+// optimizer.go prices AdamW.
+
+// MuonWork is Muon's step of its matrices on one GPU.
+type MuonWork struct {
+	Tensors  float64 // matrices (also in OptimizerWork's, whose gradients they are)
+	Elements float64 // their elements
+	Traffic  float64 // HBM bytes of the elementwise ops (replay.MuonTraffic)
+	GEMM     float64 // seconds of the Newton-Schulz products
+	Kernels  float64 // kernels launched
+}
+
+// addMuon adds p, one of Muon's matrices (traffic b), to w's Muon work;
+// its gradient stays in w's tensors and elements (gradients.go), out of
+// its AdamW's launches.
+func (w *OptimizerWork) addMuon(plan *core.Plan, p *core.ParamInfo, b float64) {
+	w.Muon.Traffic += b
+	w.Muon.Tensors++
+	w.Muon.Elements += float64(p.Numel)
+	ops := 8.0
+	if !plan.Optimizer.Nesterov {
+		ops = 7
+	}
+	steps := float64(plan.Optimizer.NSSteps)
+	w.Muon.Kernels += ops + 3*steps
+	for _, g := range core.MuonGEMMs(p.Shape) {
+		t, _ := gemmTime(&plan.Device, units.BF16, 1, float64(g[0]), float64(g[1]), float64(g[2]), 2, 2)
+		w.Muon.GEMM += steps * t
+	}
+}
+
+// muonTime is the GPU and CPU time of Muon's work m.
+func muonTime(plan *core.Plan, m MuonWork) (gpu, cpu float64) {
+	if m.Kernels == 0 {
+		return 0, 0
+	}
+	s, _ := streamTime(&plan.Device, m.Traffic)
+	return max(s+m.GEMM, m.Kernels*kernelFloor), m.Kernels * eagerFwdCPU
+}
+
+// muonMatrix reports whether the replay's optimizer steps p as one of
+// Muon's matrices.
+func muonMatrix(r *replay.Replay, p *core.ParamInfo) bool {
+	return r.Plan.Optimizer.MuonMatrix(p)
+}
