@@ -85,7 +85,7 @@ func TestPlanErrors(t *testing.T) {
 		{expr: `train(m, seq = 8, members_mode = "parallel")`, err: `unknown members_mode "parallel" (known: stacked, sequential, spread)`},
 		{expr: `train(m, seq = 8, precision = "bf17")`, err: `unknown precision "bf17"`},
 		{expr: `train(m, seq = 8, precision = bf16)`, err: "precision: got dtype, want a precision name or precision(...)"},
-		{expr: `train(m, seq = 8, optimizer = "adamw9bit")`, err: `unknown optimizer "adamw9bit" (known: sgd, adam, adamw, adamw8bit, paged_adamw8bit, paged_adamw, adafactor, lion, sparse_adam)`},
+		{expr: `train(m, seq = 8, optimizer = "adamw9bit")`, err: `unknown optimizer "adamw9bit" (known: sgd, adam, adamw, adamw8bit, paged_adamw8bit, paged_adamw, adafactor, lion, sparse_adam, muon)`},
 		{expr: `train(m, seq = 8, optimizer = 3)`, err: "optimizer: got int, want an optimizer such as adamw()"},
 		{expr: `train(m, seq = 8, checkpoint = "some")`, err: `unknown checkpoint "some"`},
 		{expr: `train(m, seq = 8, lora = True)`, err: "lora must be None or lora(...) (got bool)"},
