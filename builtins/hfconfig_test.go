@@ -71,6 +71,13 @@ func TestHFConfig(t *testing.T) {
 		{expr: `hf_config("bert.json", arch="BertModel").params`, want: "118976"},
 		{expr: `hf_config("bert.json", arch="BertModel").loss`, want: `"none"`},
 		{expr: `hf_config("bert.json", arch="BertForSequenceClassification").params`, want: "119106"},
+		{expr: `hf_config("tiny.json", loss="flash_cross_entropy").loss`, want: `"flash_cross_entropy"`},
+		{expr: `hf_config("tiny.json", loss="cross_entropy").loss`, want: `"cross_entropy"`},
+		// flash-attn's cross-entropy saves the fp32 logits ([4, 32, 100],
+		// 51,200 B) where cross_entropy saves their log_softmax (the same
+		// bytes), and one fp32 log-sum-exp a row (128 x 4 = 512 B) where
+		// cross_entropy saves its total weight (one fp32, 4 B): 508 B more
+		{expr: `(lambda a, b: b - a)(*[simulate(train(hf_config("tiny.json", loss=l), batch=4, seq=32)).saved_activations for l in [None, "flash_cross_entropy"]])`, want: "508"},
 	})
 }
 
@@ -83,6 +90,10 @@ func TestHFConfigErrors(t *testing.T) {
 		{expr: `hf_config("tiny.json", pad_labels="no")`, err: "pad_labels must be True, False or None (got string)"},
 		{expr: `hf_config("tiny.json", position_ids=1)`, err: "position_ids must be True, False or None (got int)"},
 		{expr: `hf_config("bert.json", arch="BertModel", pad_labels=True)`, err: `pad_labels=True needs a causal LM with loss="cross_entropy" (bert.json has loss "none")`},
+		{expr: `hf_config("tiny.json", loss="mse")`, err: `loss must be "cross_entropy" or "flash_cross_entropy" (got "mse")`},
+		{expr: `hf_config("bert.json", arch="BertModel", loss="flash_cross_entropy")`, err: `loss="flash_cross_entropy" needs a causal LM with loss "cross_entropy" (bert.json has loss "none")`},
+		{expr: `hf_config("tiny.json", loss="flash_cross_entropy", pad_labels=True)`, err: `pad_labels=True needs a causal LM with loss="cross_entropy" (tiny.json has loss "flash_cross_entropy")`},
+		{expr: `hf_config("tiny.json", forward_upcast="yes")`, err: "forward_upcast must be True, False or None (got string)"},
 		{expr: `hf_config("nosize.json")`, err: `nosize.json: "n_embd" must be an integer (got the string "64")`},
 		{expr: `hf_config("tiny.json", attn="xformers")`, err: `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{expr: `hf_config("tiny.json", arch=3)`, err: "arch must be a model class name"},

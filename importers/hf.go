@@ -203,6 +203,12 @@ type hfRun struct {
 	// for none; qatGroup its group size.
 	qat      string
 	qatGroup int64
+	// logitsLoss: the trainer calls the model without labels, holds its
+	// logits in fp32 from the forward on through the backward and scores
+	// them with flash-attn's cross-entropy (OpenRLHF's Actor and SFT loop:
+	// hf_config(loss = "flash_cross_entropy", forward_upcast = True),
+	// train(keep_logits = True)); hf_config's models only.
+	logitsLoss bool
 }
 
 // trlRun is TRL's SFTTrainer, and the plain Trainer.
@@ -382,10 +388,16 @@ func hfModel(t *tree, o Options, p *plan, run hfRun) error {
 		if run.vocabMultiple > 0 {
 			args = append(args, kw("vocab_multiple", num(run.vocabMultiple)))
 		}
+		if run.logitsLoss {
+			args = append(args, kw("loss", str("flash_cross_entropy")), kw("forward_upcast", "True"))
+			p.set("keep_logits", "True")
+		}
 		p.model = call("hf_config", args...)
 	} else if name == "" {
 		return t.errorf("model_name_or_path", "pass the model's Hugging Face config.json: --model config.json (TrainingArguments' JSON holds no model), or name it: model_name_or_path=Qwen/Qwen3-8B",
 			"the config names no model")
+	} else if run.logitsLoss {
+		return t.errorf("model_name_or_path", modelHint(o), "the trainer's loss is replayed on hf_config's models: no config.json for %s", quoteKey(name))
 	} else if m, ok := hfModels[name]; ok { // their vocabularies are multiples of 32 already (TestZooVocabMultiple): vocabMultiple changes none
 		p.load("@stdlib//llm.star", m.fn)
 		p.model = call(m.fn, str(m.size), kw("attn", str(attn)))

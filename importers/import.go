@@ -128,13 +128,17 @@ type trainer struct {
 	// modelKey is the key that names the model by a Hub id or a folder,
 	// as from_pretrained takes it ("" when the trainer builds its own).
 	modelKey string
+	// configOnly: the plan's model is always hf_config's, never the zoo's
+	// (OpenRLHF's loss over the logits is an hf_config keyword), so a Hub
+	// id the zoo has is looked for too (findModel).
+	configOnly bool
 	// noEffect are the keys that change nothing a memory replay sees
 	// (paths, logging, learning rates, seeds): "key" or "prefix.*".
 	noEffect []string
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, swiftConfigTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, swiftTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, swiftConfigTrainer, axolotlTrainer, llamaFactoryTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, swiftTrainer, openrlhfTrainer, anemoiTrainer}
 
 func trainerNames() string {
 	var names []string

@@ -157,7 +157,7 @@ func TestMegatronErrors(t *testing.T) {
 	const launch = "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --vocab-size 1000"
 	runErrorCases(t, []errorCase{
 		{name: "a script that never launches pretrain_gpt.py", file: "run.sh", config: "#!/bin/bash\necho hello\nnum_layers=4\n",
-			want: "run.sh: the script never launches pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`", wantHint: "torchrun"},
+			want: "run.sh: the script never launches pretrain_gpt.py, ms-swift's `swift sft`, `pt` or `rlhf`, or OpenRLHF's openrlhf.cli.train_sft", wantHint: "torchrun"},
 		// ms-swift's examples/megatron/lora/dense.sh (modelscope/ms-swift
 		// at 3602360), shortened: its own launcher, not pretrain_gpt.py
 		{name: "ms-swift's megatron sft", file: "dense.sh",
@@ -173,7 +173,7 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh:2: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `[x]` must be followed by `=`", wantHint: "quote it ('[0]*3+[1]*58')"},
 		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: memsh's bash reader (mvdan.cc/sh) cannot parse the script: `if` must be followed by a statement list"},
 		{name: "a script that exits first", file: "run.sh", config: "exit 3\n" + launch + "\n",
-			want: "run.sh: the script never launches pretrain_gpt.py or ms-swift's `swift sft`, `pt` or `rlhf`", wantHint: "torchrun"},
+			want: "run.sh: the script never launches pretrain_gpt.py, ms-swift's `swift sft`, `pt` or `rlhf`, or OpenRLHF's openrlhf.cli.train_sft", wantHint: "torchrun"},
 		{name: "bash -c in a loop: the commands it runs count", file: "run.sh", config: "while :; do bash -c ':; :; :; :; :; :; :; :; :'; done\n" + launch + "\n",
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
 		{name: "a script that loops for ever", file: "run.sh", config: "while :; do :; done\n" + launch + "\n",

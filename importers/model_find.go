@@ -20,7 +20,7 @@ func findModel(tr *trainer, t *tree, o *Options) (from string, err error) {
 	if !ok || name == "" {
 		return "", nil
 	}
-	if _, zoo := hfModels[name]; zoo {
+	if _, zoo := hfModels[name]; zoo && !tr.configOnly {
 		return "", nil
 	}
 	found, err := o.FindModel(name)

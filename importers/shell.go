@@ -110,6 +110,9 @@ func findLaunch(file string, data []byte, getenv func(string) string, what, exam
 				if len(a) > 0 && (a[0] == "source" || a[0] == ".") {
 					return []string{":"}, nil // no file is read: sourced scripts are not followed
 				}
+				if len(a) > 0 && a[0] == "read" {
+					return readWithoutDelim(a), nil
+				}
 				return a, nil
 			}),
 			interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
@@ -173,6 +176,29 @@ func findLaunch(file string, data []byte, getenv func(string) string, what, exam
 	}
 	return nil, &Error{noLaunch: true, File: file, Msg: "the script never launches " + what,
 		Hint: "memsh check reads the command line of a script that runs " + what + " (" + example + ")"}
+}
+
+// readWithoutDelim is read's arguments without -d and its empty
+// delimiter (read up to a NUL, which the interpreter's read does not
+// take): `read -r -d "" cmd <<EOF`, as OpenRLHF's examples/scripts hold
+// their command line (with the delimiter written as two single quotes), then reads the
+// heredoc's first line, which is all of it when each line ends in a
+// backslash (bash removes the backslash and the newline in a heredoc whose
+// delimiter is unquoted, as those scripts' is).
+func readWithoutDelim(a []string) []string {
+	out := a[:1:1]
+	for i := 1; i < len(a); i++ {
+		switch {
+		case a[i] == "-d" && i+1 < len(a) && a[i+1] == "":
+			i++
+		case a[i] == "-rd" && i+1 < len(a) && a[i+1] == "":
+			out = append(out, "-r")
+			i++
+		default:
+			out = append(out, a[i])
+		}
+	}
+	return out
 }
 
 // exportedEnv is the variables of env exported to a command that the

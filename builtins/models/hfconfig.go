@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -16,7 +17,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True, pad_labels=None, position_ids=None, vocab_multiple=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None, processor=None, token_type_ids=True, pad_labels=None, position_ids=None, vocab_multiple=None, loss=None, forward_upcast=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB; memsh downloads nothing: a Hub id such as " +
 			"\"Qwen/Qwen3-8B\" gets the command that fetches its config.json), " +
@@ -32,6 +33,11 @@ func HfConfigBuiltins() []host.Builtin {
 			"as resize_token_embeddings to a multiple leaves a model whose tokenizer has vocab_size tokens (Axolotl's resize_token_embeddings_to_32x: N = 32; None: as config.json says). " +
 			"pad_labels= and position_ids= (None: as transformers has them) set model()'s: False for a trainer that runs its own loop " +
 			"and loader on the config's shapes (torchtune's, torchtitan's: their labels come shifted, their models make no position_ids). " +
+			"loss=\"flash_cross_entropy\" scores the logits with flash-attn's fused cross-entropy (model()'s loss of that name: the logits it reads saved, " +
+			"one fp32 loss and log-sum-exp a row, no log-probabilities, the logits' gradient a new tensor) where a trainer calls the model without labels " +
+			"and scores its logits itself (OpenRLHF's Actor: flash_attn.ops.triton.cross_entropy over the fp32 logits), its labels the trainer's own (no padded copy); " +
+			"forward_upcast=True holds the logits in fp32 from the forward on (the model's output rebound to its fp32 copy, as transformers before 4.46 " +
+			"and OpenRLHF's Actor do: train(keep_logits=True) then keeps the fp32 copy), None as the transformers release has it. " +
 			"BERT's batches carry the tokenizer's token_type_ids ([batch, seq] int64, saved by the lookup), and token_type_ids=False leaves them out " +
 			"(a tokenizer or collator without them), so the embeddings make their own from their buffer: from transformers 5.0 a [1, seq] gather, " +
 			"its lookup broadcast over the batch, before a view of the buffer (bert only: RoBERTa's batches carry none already), " +
@@ -424,10 +430,10 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var arch starlark.Value = starlark.None
 	mtp, tokenTypes := false, true
 	transformers := hf.DefaultTransformers
-	var expertsV, linearV, procV, padV, posV, vocabV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
+	var expertsV, linearV, procV, padV, posV, vocabV, lossV, upcastV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers,
 		"experts?", &expertsV, "linear_attn?", &linearV, "processor?", &procV, "token_type_ids?", &tokenTypes,
-		"pad_labels?", &padV, "position_ids?", &posV, "vocab_multiple?", &vocabV); err != nil {
+		"pad_labels?", &padV, "position_ids?", &posV, "vocab_multiple?", &vocabV, "loss?", &lossV, "forward_upcast?", &upcastV); err != nil {
 		return nil, err
 	}
 	var vocabMultiple int64
@@ -518,6 +524,12 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := hfConfigLoss(m, path, lossV); err != nil {
+		return nil, err
+	}
+	if m.ForwardUpcast, err = optBool(upcastV, "forward_upcast", m.ForwardUpcast); err != nil {
+		return nil, err
+	}
 	if m.PadLabels, err = optBool(padV, "pad_labels", m.PadLabels); err != nil {
 		return nil, err
 	}
@@ -531,6 +543,27 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, fmt.Errorf("position_ids=True needs decoder layers to hand them to (%s has none)", path)
 	}
 	return NewModel(m, nil, decl), nil
+}
+
+// hfConfigLoss is hf_config's loss=: None keeps the model's own,
+// "flash_cross_entropy" (core.FlashCE) scores a causal LM's logits with
+// flash-attn's fused cross-entropy, the labels the trainer's own (no
+// padded copy: pad_labels may turn it back on, and is then refused).
+func hfConfigLoss(m *core.Model, path string, v starlark.Value) error {
+	if v == starlark.None {
+		return nil
+	}
+	s, ok := starlark.AsString(v)
+	switch {
+	case !ok || (s != "cross_entropy" && s != core.FlashCE):
+		return &units.Error{Msg: fmt.Sprintf("loss must be \"cross_entropy\" or %q (got %s)", core.FlashCE, v.String()),
+			Hint: "None (the default) keeps the model's own loss; \"" + core.FlashCE + "\" is flash-attn's fused cross-entropy over the logits (OpenRLHF's)"}
+	case m.Vocab == 0 || (m.Loss != "" && m.Loss != "cross_entropy"):
+		return fmt.Errorf("loss=%q needs a causal LM with loss \"cross_entropy\" (%s has loss %q)", s, path, m.Loss)
+	case s == core.FlashCE:
+		m.Loss, m.PadLabels, m.ShiftLogits = core.FlashCE, false, false
+	}
+	return nil
 }
 
 // joinAnd lists names as prose: "a, b and c".
