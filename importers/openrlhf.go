@@ -285,6 +285,11 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	delete(p.keys, "compile") // the Trainer's torch_compile: OpenRLHF has none
+	for kw, key := range p.keys { // a key of the DeepSpeed config OpenRLHF builds: the argument it comes from
+		if arg, ok := openrlhfDSArgs[key]; ok {
+			p.keys[kw] = arg
+		}
+	}
 	if strings.Contains(envOf(t, "PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True") {
 		p.set("expandable_segments", "True")
 	}

@@ -9,6 +9,13 @@ import (
 // and in the lists (the hf importer reads it as its deepspeed file).
 const openrlhfDSName = "OpenRLHF's get_train_ds_config"
 
+// openrlhfDSArgs maps a key of the DeepSpeed config OpenRLHF builds that
+// the advice may name (plan.keyOf) to the argument it comes from.
+var openrlhfDSArgs = map[string]string{
+	"data_types.grad_accum_dtype": "ds.grad_accum_dtype", "zero_optimization.stage": "ds.zero_stage",
+	"train_micro_batch_size_per_gpu": "train.micro_batch_size", "zero_optimization.overlap_comm": "ds.overlap_comm",
+}
+
 // openrlhfDeepSpeed is the DeepSpeed config OpenRLHF hands
 // deepspeed.initialize (openrlhf/utils/deepspeed/deepspeed_utils.py
 // get_train_ds_config, with DeepspeedStrategy.get_ds_train_config's batch
