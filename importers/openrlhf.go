@@ -284,7 +284,7 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	delete(p.keys, "compile") // the Trainer's torch_compile: OpenRLHF has none
+	delete(p.keys, "compile")     // the Trainer's torch_compile: OpenRLHF has none
 	for kw, key := range p.keys { // a key of the DeepSpeed config OpenRLHF builds: the argument it comes from
 		if arg, ok := openrlhfDSArgs[key]; ok {
 			p.keys[kw] = arg
