@@ -33,10 +33,13 @@ import (
 //   - the micro batch --train.micro_batch_size (8), the global batch
 //     --train.batch_size (128): accumulation batch / (micro x GPUs);
 //   - --ds.packing_samples: each micro-batch's samples unpadded into one
-//     row (Actor.forward, unpad_and_slice_tensor) under flash attention.
+//     row (Actor.forward, unpad_and_slice_tensor) under flash attention;
+//   - openrlhf.cli.train_dpo: the same model and DeepSpeed engine under
+//     dpo(trainer = "openrlhf") (openrlhfDPO, sim/core/dpo_openrlhf.go),
+//     the model's plain hf_config (the DPO step scores its logits).
 var openrlhfTrainer = &trainer{
 	name:       "openrlhf",
-	about:      "OpenRLHF's launch scripts (deepspeed --module openrlhf.cli.train_sft, v0.11's dotted arguments): the model and its config.json, --ds.zero_stage, --ds.param_dtype, --ds.adam_offload, --ds.grad_accum_dtype, --ds.overlap_comm, --ds.lora.*, --ds.packing_samples, --ds.attn_implementation, gradient checkpointing, micro and global batch, --data.max_len; DPO, reward models and PPO/GRPO refused with a hint",
+	about:      "OpenRLHF's launch scripts (deepspeed --module openrlhf.cli.train_sft, v0.11's dotted arguments): the model and its config.json, --ds.zero_stage, --ds.param_dtype, --ds.adam_offload, --ds.grad_accum_dtype, --ds.overlap_comm, --ds.lora.*, --ds.packing_samples, --ds.attn_implementation, gradient checkpointing, micro and global batch, --data.max_len; train_dpo as dpo(trainer = \"openrlhf\"); reward models and PPO/GRPO refused with a hint",
 	exts:       []string{".sh", ".bash"},
 	parseOpts:  parseOpenRLHF,
 	modelKey:   "model.model_name_or_path",
@@ -233,19 +236,19 @@ func openrlhfWorld(t *tree, o Options) (Options, int64, error) {
 func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	cmd, _ := t.str(openrlhfCommandKey, "")
 	t.used[openrlhfCommandKey] = true
+	dpo := false
 	switch entry := strings.TrimPrefix(cmd, "openrlhf.cli."); entry {
 	case "train_sft":
 	case "train_dpo":
-		return nil, t.errorf(openrlhfCommandKey, "memsh check reads OpenRLHF's train_sft; preference = dpo(...) in Starlark replays TRL's, torchtune's and LLaMA-Factory's DPO step (docs/dpo.md)",
-			"%s is not modelled: OpenRLHF's DPO step (chosen and rejected rows in one forward, their log-probabilities from flash-attn's cross-entropy over fp32 logits, the reference a second model as a DeepSpeed inference engine: dpo_trainer.py concatenated_forward) differs from the DPO steps memsh replays", entry)
+		dpo = true
 	case "train_rm":
-		return nil, t.errorf(openrlhfCommandKey, "memsh check reads OpenRLHF's train_sft",
+		return nil, t.errorf(openrlhfCommandKey, "memsh check reads OpenRLHF's train_sft and train_dpo",
 			"%s is not modelled: OpenRLHF's reward model (a value head over the decoder's last hidden states of chosen and rejected rows, models/model.py get_llm_for_sequence_regression) has no plan in memsh", entry)
 	case "train_ppo_ray":
 		return nil, t.errorf(openrlhfCommandKey, "write the GRPO step in Starlark: preference = grpo(...) replays TRL's GRPOTrainer's training step with its colocated vLLM engine (docs/grpo.md)",
 			"%s (PPO, GRPO and REINFORCE++ over Ray actors with vLLM rollouts) is not modelled", entry)
 	default:
-		return nil, t.errorf(openrlhfCommandKey, "memsh check reads openrlhf.cli.train_sft", "OpenRLHF's %s is not modelled", entry)
+		return nil, t.errorf(openrlhfCommandKey, "memsh check reads openrlhf.cli.train_sft and train_dpo", "OpenRLHF's %s is not modelled", entry)
 	}
 	if err := openrlhfOldName(t); err != nil {
 		return nil, err
@@ -260,14 +263,14 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	if err := openrlhfRefused(t); err != nil {
 		return nil, err
 	}
-	if err := openrlhfData(t, o); err != nil {
+	if err := openrlhfData(t, o, dpo); err != nil {
 		return nil, err
 	}
 	micro, err := openrlhfBatch(t, world)
 	if err != nil {
 		return nil, err
 	}
-	packed, err := openrlhfPacking(t, o, micro)
+	packed, err := openrlhfPacking(t, o, micro, dpo)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +282,12 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	if o, err = openrlhfDeepSpeed(t, o); err != nil {
 		return nil, err
 	}
-	run := hfRun{inputGrads: lora, packedRow: packed, logitsLoss: true}
+	run := hfRun{inputGrads: lora, packedRow: packed, logitsLoss: !dpo}
+	if dpo {
+		if run.preference, err = openrlhfDPO(t); err != nil {
+			return nil, err
+		}
+	}
 	p, err := hfPlanAs(t, o, run)
 	if err != nil {
 		return nil, err

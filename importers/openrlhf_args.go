@@ -118,10 +118,14 @@ func openrlhfRefused(t *tree) error {
 	return nil
 }
 
-// openrlhfData is --data.max_len (2048), the tokens a sample is cut at
-// (SFTDataset), or --seq.
-func openrlhfData(t *tree, o Options) error {
-	n, err := t.integer("data.max_len", 2048, 1, 1<<24)
+// openrlhfData is --data.max_len (2048; train_dpo.py's 512), the tokens
+// a sample is cut at (SFTDataset, RewardDataset), or --seq.
+func openrlhfData(t *tree, o Options, dpo bool) error {
+	def := int64(2048)
+	if dpo {
+		def = 512
+	}
+	n, err := t.integer("data.max_len", def, 1, 1<<24)
 	if err != nil {
 		return err
 	}
@@ -159,12 +163,19 @@ func openrlhfBatch(t *tree, world int64) (int64, error) {
 // position_ids restarting per sample, no attention mask) under flash
 // attention, which train_sft.py sets when another is asked. It returns
 // the row's tokens (hfRun.packedRow), micro x max_len at most, 0 unpacked.
-func openrlhfPacking(t *tree, o Options, micro int64) (int64, error) {
+func openrlhfPacking(t *tree, o Options, micro int64, dpo bool) (int64, error) {
 	packed, err := t.boolean("ds.packing_samples", false)
 	if err != nil {
 		return 0, err
 	}
 	seq, _ := t.integer("max_length", 0, 1, 1<<24)
+	if packed && dpo { // the pairs' 2 x micro rows unpadded into one: the same tensors when every row is full
+		if attn, _ := t.str("attn_implementation", ""); attn != "flash_attention_2" {
+			t.derive("attn_implementation", "flash_attention_2", "ds.packing_samples")
+		}
+		t.notModelled = append(t.notModelled, fmt.Sprintf("ds.packing_samples: a micro-batch's %d chosen and rejected rows in one row of their own tokens, at most %d: memsh replays %d rows of %d (the same tensors when every row is full), attention causal over each", 2*micro, 2*micro*seq, 2*micro, seq))
+		return 0, nil
+	}
 	if !packed {
 		if o.Seq == 0 {
 			t.notModelled = append(t.notModelled, fmt.Sprintf("data.max_len: unpacked rows are padded to the batch's longest, at most %d tokens: memsh replays rows of %d (--seq N for another length)", seq, seq))
@@ -181,6 +192,37 @@ func openrlhfPacking(t *tree, o Options, micro int64) (int64, error) {
 	}
 	t.notModelled = append(t.notModelled, fmt.Sprintf("ds.packing_samples: a micro-batch's %d samples in one row of their own tokens, at most %d: memsh replays %d, attention causal over the whole row (flash's varlen kernel attends within each sample: less time)", micro, row, row))
 	return row, nil
+}
+
+// openrlhfDPO is train_dpo's step as dpo(trainer = "openrlhf") replays it
+// (openrlhf/trainer/dpo_trainer.py: both rows of each pair in one forward,
+// flash-attn's cross-entropy over the fp32 logits, the reference a second
+// Actor loaded from --ref.model_name_or_path, the model's unless given, as
+// a DeepSpeed inference engine: stage 3 partitioned as the policy, else
+// whole on each GPU). Its loss's scalars change nothing replayed.
+func openrlhfDPO(t *tree) (string, error) {
+	name, _ := t.str("model.model_name_or_path", "")
+	if ref, err := t.str("ref.model_name_or_path", ""); err != nil {
+		return "", err
+	} else if ref != "" && ref != name {
+		return "", t.errorf("ref.model_name_or_path", "leave it out (the reference is then the model itself), or write the plan in Starlark",
+			"a reference other than the model (%s) is not modelled: memsh's reference is a copy of the policy's weights", quoteKey(ref))
+	}
+	if off, err := t.boolean("ref.offload", false); err != nil {
+		return "", err
+	} else if off {
+		return "", t.errorf("ref.offload", "leave it out, or write the plan in Starlark",
+			"the reference's weights offloaded to the CPU (its DeepSpeed config's offload_param) are not modelled")
+	}
+	for _, k := range []string{"model.beta", "model.ipo_enable", "model.label_smoothing"} {
+		t.get(k) // DPOLoss's scalars: the same tensors
+	}
+	if c, err := t.integerOrFloat("model.nll_loss_coef"); err != nil {
+		return "", err
+	} else if c > 1e-8 {
+		t.notModelled = append(t.notModelled, "model.nll_loss_coef: the NLL term's gradient through the chosen rows' mean log-probabilities ([rows, seq] fp32 tensors beside the sums')")
+	}
+	return call("dpo", kw("trainer", str("openrlhf"))), nil
 }
 
 // openrlhfLoRA is --ds.lora.rank (0: a full fine-tune) with alpha 16,
@@ -245,7 +287,7 @@ func openrlhfCheckpoint(t *tree) {
 var openrlhfNoEffect = []string{
 	"ckpt.*", "logger.*", "eval.*", "data.dataset", "data.dataset_probs", "data.dataset_split", "data.max_samples", "data.multiturn",
 	"data.input_key", "data.output_key", "data.input_template", "data.apply_chat_template", "data.tokenizer_chat_template",
-	"data.disable_fast_tokenizer", "data.dataloader_num_workers", "train.seed", "train.full_determinism_enable", "train.max_epochs",
+	"data.disable_fast_tokenizer", "data.dataloader_num_workers", "data.prompt_key", "data.chosen_key", "data.rejected_key", "train.seed", "train.full_determinism_enable", "train.max_epochs",
 	"local_rank", "adam.*", "muon.*", "lr_scheduler", "lr_warmup_ratio", "min_lr_ratio", "max_norm", "use_ms", "ds.use_universal_ckpt",
 	// the SFT loss over every token, prompt included: the same tensors
 	"model.pretrain_mode_enable",

@@ -67,6 +67,24 @@ func TestOpenRLHF(t *testing.T) {
 		hand: `plan = train(` + model + `, keep_logits = True, lora = lora(rank = 64, alpha = 64, targets = ["all-linear"], dropout = 0.0),
              batch = 1, seq = 8192, grad_accum = 4, checkpoint = checkpoint("full", input_requires_grad = True),
              precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
+	}, {
+		// train_dpo: a pair is two rows (concatenated_forward), the
+		// reference a second model partitioned as the policy at stage 3;
+		// the packed rows replayed as the pair's rows of max_len
+		name: "full DPO of Llama 3 8B, ZeRO-3, packed (train_dpo_llama.sh)",
+		file: "openrlhf/train_dpo_llama.sh",
+		opts: openrlhfModelOpts(t, 8, "llama-3-8b.json"),
+		step: openrlhfStep(2*256, 8192),
+		notModelled: []string{
+			"ds.packing_samples: a micro-batch's 2 chosen and rejected rows in one row of their own tokens, at most 16384: memsh replays 2 rows of 8192 (the same tensors when every row is full), attention causal over each",
+			"deepspeed.zero_optimization.reduce_scatter: ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)",
+			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			contiguous,
+		},
+		files: llama,
+		hand: `plan = train(hf_config("config.json", attn = "flash", transformers = "5.15.0"), preference = dpo(trainer = "openrlhf"),
+             batch = 1, seq = 8192, grad_accum = 32, checkpoint = "full",
+             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
 	}})
 }
 
@@ -164,7 +182,10 @@ func TestOpenRLHFErrors(t *testing.T) {
 		opts         Options
 		want, hint   string
 	}{
-		{"DPO", read("train_dpo_llama.sh"), llama, "r.sh:36: key launcher.command: train_dpo is not modelled: OpenRLHF's DPO step", "docs/dpo.md"},
+		{"DPO against another reference", strings.Replace(read("train_dpo_llama.sh"), "--model.beta 0.1", "--model.beta 0.1 --ref.model_name_or_path OpenRLHF/Llama-3-8b-sft-other", 1), llama,
+			"key ref.model_name_or_path: a reference other than the model (OpenRLHF/Llama-3-8b-sft-other) is not modelled", "leave it out"},
+		{"DPO with the reference offloaded", strings.Replace(read("train_dpo_llama.sh"), "--model.beta 0.1", "--model.beta 0.1 --ref.offload", 1), llama,
+			"key ref.offload: the reference's weights offloaded to the CPU", "leave it out"},
 		{"reward model", read("train_rm.sh"), llama, "r.sh:31: key launcher.command: train_rm is not modelled: OpenRLHF's reward model", "train_sft"},
 		{"PPO over Ray", read("train_ppo_ray_hybrid_engine.sh"), llama, "r.sh:3: key launcher.command: train_ppo_ray (PPO, GRPO and REINFORCE++ over Ray actors with vLLM rollouts) is not modelled", "grpo(...)"},
 		{"no config.json", base, Options{GPUs: 8}, "r.sh:30: key model.model_name_or_path: no config.json found for meta-llama/Meta-Llama-3-8B", "--model config.json"},
@@ -221,17 +242,39 @@ var openrlhfSFTArgs = []string{
 	"--logger.wandb.group g", "--logger.wandb.project p", "--logger.wandb.run_name r", "--logger.tensorboard_dir d", "--use_ms",
 }
 
-// TestOpenRLHFEveryArgument gives train_sft.py every argument at once.
+// openrlhfDPOArgs are train_dpo.py's arguments at v0.11.0 that
+// train_sft.py has not (train_sft.py's own: model.pretrain_mode_enable,
+// data.multiturn, data.input_key and data.output_key, left out).
+var openrlhfDPOArgs = []string{
+	"--ref.offload false", "--model.beta 0.1", "--model.ipo_enable", "--model.label_smoothing 0.1", "--model.nll_loss_coef 0",
+	"--ref.model_name_or_path meta-llama/Meta-Llama-3-8B", "--data.prompt_key prompt", "--data.chosen_key chosen", "--data.rejected_key rejected",
+}
+
+// TestOpenRLHFEveryArgument gives train_sft.py and train_dpo.py every
+// argument at once.
 func TestOpenRLHFEveryArgument(t *testing.T) {
-	script := "deepspeed --module openrlhf.cli.train_sft " + strings.Join(openrlhfSFTArgs, " ") + "\n"
-	res, err := Import("r.sh", []byte(script), defaults(openrlhfModelOpts(t, 8, "llama-3-8b.json")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Unknown) > 0 {
-		t.Errorf("not understood: %q", res.Unknown)
-	}
-	if !strings.Contains(res.Script, "lora = lora(rank = 8, alpha = 16") || !strings.Contains(res.Script, `offload = offload(optimizer = "cpu")`) {
-		t.Errorf("the plan misses the LoRA or the offload:\n%s", res.Script)
+	sftOnly := []string{"--model.pretrain_mode_enable", "--data.multiturn", "--data.input_key question", "--data.output_key response"}
+	dpoArgs := append(slices.DeleteFunc(slices.Clone(openrlhfSFTArgs), func(a string) bool { return slices.Contains(sftOnly, a) }), openrlhfDPOArgs...)
+	for _, tc := range []struct {
+		entry string
+		args  []string
+		want  string
+	}{
+		{"train_sft", openrlhfSFTArgs, "keep_logits = True"},
+		{"train_dpo", dpoArgs, `preference = dpo(trainer = "openrlhf")`},
+	} {
+		script := "deepspeed --module openrlhf.cli." + tc.entry + " " + strings.Join(tc.args, " ") + "\n"
+		res, err := Import("r.sh", []byte(script), defaults(openrlhfModelOpts(t, 8, "llama-3-8b.json")))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.entry, err)
+		}
+		if len(res.Unknown) > 0 {
+			t.Errorf("%s: not understood: %q", tc.entry, res.Unknown)
+		}
+		for _, w := range []string{"lora = lora(rank = 8, alpha = 16", `offload = offload(optimizer = "cpu")`, tc.want} {
+			if !strings.Contains(res.Script, w) {
+				t.Errorf("%s: the plan has no %q:\n%s", tc.entry, w, res.Script)
+			}
+		}
 	}
 }

@@ -214,6 +214,10 @@ func TestDPORefused(t *testing.T) {
 		{"eval", func(p *core.Plan) { p.Phase = core.Eval }, "is a training objective"},
 		{"unknown trainer", func(p *core.Plan) { p.Preference.Trainer, p.Preference.TRL = "axolotl", "" }, `unknown trainer "axolotl"`},
 		{"trl under torchtune", func(p *core.Plan) { p.Preference.Trainer = core.TrainerTorchtune }, `trl="1.15" picks a TRL release`},
+		{"the adapters' reference under openrlhf", func(p *core.Plan) {
+			p.Preference.Trainer, p.Preference.TRL, p.Preference.Reference = core.TrainerOpenRLHF, "", core.RefAdapters
+			p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"q"}}
+		}, `reference="adapters": OpenRLHF's train_dpo always loads its reference as a second model`},
 		{"precomputed under llamafactory", func(p *core.Plan) {
 			p.Preference.Trainer, p.Preference.TRL, p.Preference.Reference = core.TrainerLlamaFactory, "", core.RefPrecomputed
 		}, "computes the reference's log-probabilities in every step"},

@@ -142,6 +142,8 @@ func trainerName(pr *core.Preference) string {
 		return "LLaMA-Factory's stage kto"
 	case pr.Trainer == core.TrainerLlamaFactory:
 		return "LLaMA-Factory's stage dpo"
+	case pr.Trainer == core.TrainerOpenRLHF:
+		return "OpenRLHF's train_dpo"
 	case pr.TRL == core.TRLLogits && pr.KTO():
 		return "TRL 1.8.0"
 	case pr.TRL == core.TRLLogits:

@@ -136,7 +136,8 @@ func PreferenceBuiltins() []host.Builtin {
 			"trainer: \"trl\" (TRL's DPOTrainer, as trl= says), \"torchtune\" (torchtune's DPO recipes: the logits upcast to fp32, divided by the temperature and log_softmax'd whole, the log_softmax saved; " +
 			"with reference=\"adapters\" the LoRA recipes, which keep the reference's fp32 logits until the next micro-batch's policy forward has scored its rows, with \"model\" full_dpo_distributed.py, " +
 			"which scores the chosen and the rejected half apart and deletes the reference's logits) or \"llamafactory\" (LLaMA-Factory's stage dpo: the logits upcast to fp32 and log_softmax'd whole, " +
-			"a contiguous copy of the shifted logits first, the policy's fp32 logits held until the loss); trl= is TRL's alone, and \"precomputed\" too. " +
+			"a contiguous copy of the shifted logits first, the policy's fp32 logits held until the loss) or \"openrlhf\" (OpenRLHF's train_dpo: the logits upcast to fp32 and scored whole by flash-attn's cross-entropy, " +
+			"which saves them and a log-sum-exp a position and makes no log-probabilities over the vocabulary; its reference always a second model, reference=\"model\"); trl= is TRL's alone, and \"precomputed\" too. " +
 			"memsh scores every position of a row (TRL masks the prompt and the padding): an upper bound. One GPU or data parallelism (ddp, zero 1, 2 or 3: " +
 			"ZeRO-3 partitions the reference copy as the policy, gathered in its forward only, and gathers the policy's modules again for reference=\"adapters\"; under trl=\"1.15\" TRL gathers lm_head for its fused head, forward and backward) or FSDP2 " +
 			"(fsdp=True: TRL's prepare_fsdp shards the reference copy with one fully_shard, so its forward gathers the whole copy and keeps the all-gather output beside it to its end; " +
@@ -208,7 +209,7 @@ func setPreference(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) erro
 		case pr.GRPO():
 			pr.Reference = core.RefOfGRPO(pr.GRPOConfig.Beta, p.LoRA)
 		case pr.Reference == "":
-			pr.Reference = core.RefOf(p.LoRA)
+			pr.Reference = pr.RefOf(p.LoRA)
 		}
 		p.Preference = &pr
 	default:

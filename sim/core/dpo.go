@@ -61,6 +61,9 @@ func (b *Builder) dpoLoss(m *Model, in, x, before Value) Value {
 // reference's, and returns their sums per row and what is held until
 // the loss.
 func (b *Builder) preferenceLogProbs(m *Model, x Value, ref bool) (Value, []Value) {
+	if b.pref.trainer() == TrainerOpenRLHF {
+		return b.openrlhfLogProbs(x)
+	}
 	if b.pref.trainer() != TrainerTRL {
 		return b.wholeLogProbs(x, ref)
 	}
@@ -100,6 +103,11 @@ func (b *Builder) referenceLogProbs(m *Model, in Value) (Value, []Value) {
 	default:
 		if b.pref.klFirst() { // KTO's KL forward called the copy first (kto.go)
 			defer b.ReuseParams()()
+		}
+		if b.pref.trainer() == TrainerOpenRLHF { // a second Actor, loaded without lora_rank: no adapters
+			lora := b.Lora
+			b.Lora = nil
+			defer func() { b.Lora = lora }()
 		}
 		defer b.Scope(RefCopy)()
 		b.refCopy = true

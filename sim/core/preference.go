@@ -97,6 +97,10 @@ const (
 	// and log_softmax'd at once, the policy's held until the loss
 	// (dpo_logits.go).
 	TrainerLlamaFactory = "llamafactory"
+	// TrainerOpenRLHF: OpenRLHF's DPOTrainer (openrlhf/trainer/
+	// dpo_trainer.py at v0.11.0): flash-attn's cross-entropy over the fp32
+	// logits (dpo_openrlhf.go), its reference always a second model.
+	TrainerOpenRLHF = "openrlhf"
 )
 
 // trainer is pr's trainer, TRL's when none is named.
@@ -172,7 +176,16 @@ func (pr *Preference) Rows() int64 {
 
 // RefOf is the reference a DPO plan runs when reference= was not given:
 // the policy with its adapters disabled under LoRA, else a copy of the
-// model (DPOTrainer.__init__: ref_model None and a PEFT model, or a copy).
+// model (DPOTrainer.__init__: ref_model None and a PEFT model, or a copy);
+// OpenRLHF's train_dpo loads a copy whatever it trains.
+func (pr *Preference) RefOf(lora *LoRA) string {
+	if pr.trainer() == TrainerOpenRLHF {
+		return RefModel
+	}
+	return RefOf(lora)
+}
+
+// RefOf is TRL's default reference (Preference.RefOf).
 func RefOf(lora *LoRA) string {
 	if lora != nil {
 		return RefAdapters
@@ -193,9 +206,12 @@ func (pr *Preference) Validate() error {
 	case pr.Reference != RefModel && pr.Reference != RefAdapters && pr.Reference != RefPrecomputed && pr.Reference != RefNone:
 		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown reference %q", pr.Reference),
 			Hint: fmt.Sprintf("reference is %q (a frozen copy of the model), %q (the policy with its LoRA adapters disabled), %q (precompute_ref_log_probs) or %q (a loss without one: ORPO, SimPO)", RefModel, RefAdapters, RefPrecomputed, RefNone)}
-	case tr != TrainerTRL && tr != TrainerTorchtune && tr != TrainerLlamaFactory:
+	case tr != TrainerTRL && tr != TrainerTorchtune && tr != TrainerLlamaFactory && tr != TrainerOpenRLHF:
 		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("unknown trainer %q", pr.Trainer),
-			Hint: fmt.Sprintf("trainer is %q (TRL's DPOTrainer), %q (torchtune's DPO recipes) or %q (LLaMA-Factory's stage dpo)", TrainerTRL, TrainerTorchtune, TrainerLlamaFactory)}
+			Hint: fmt.Sprintf("trainer is %q (TRL's DPOTrainer), %q (torchtune's DPO recipes), %q (LLaMA-Factory's stage dpo) or %q (OpenRLHF's train_dpo)", TrainerTRL, TrainerTorchtune, TrainerLlamaFactory, TrainerOpenRLHF)}
+	case tr == TrainerOpenRLHF && pr.Reference != RefModel:
+		return &units.Error{Path: "dpo", Msg: fmt.Sprintf(`reference=%q: OpenRLHF's train_dpo always loads its reference as a second model`, pr.Reference),
+			Hint: `reference="model", or leave it out`}
 	case tr != TrainerTRL && pr.TRL != "":
 		return &units.Error{Path: "dpo", Msg: fmt.Sprintf("trl=%q picks a TRL release, and trainer=%q runs its own log-probabilities", pr.TRL, tr),
 			Hint: "drop trl= (or trainer=)"}
