@@ -156,7 +156,7 @@ func TestZeroGradAccumPlans(t *testing.T) {
 		{"zero 1 bf16 model, bf16 master", 1, false, bf16Master, 0, "whose master partition is fp32"},
 		{"zero 1 fp16 model", 1, false, fp16, 0, "keeps a grad_accum copy of each parameter"},
 		{"zero 1 offloaded", 1, true, accumPrecision, 0, "keeps a grad_accum copy of each parameter"},
-		{"bf16 gradients of an fp32 model", 3, false, narrow, 0, "fp32 beside a bf16 or fp16 model"},
+		{"bf16 gradients of an fp32 model", 3, false, narrow, 0, "memsh replays as fp32 beside a bf16 or fp16 model only"},
 	} {
 		p := distPlan(t, linearStack(30, 5000, 25000), "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
 		p.Precision = c.prec

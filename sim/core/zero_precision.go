@@ -186,9 +186,10 @@ func (p *Plan) validateZeroPrecision() error {
 }
 
 // validateZeroGradAccum refuses the gradient dtypes (grad_accum_dtype) a
-// ZeRO plan holds that DeepSpeed does not run or memsh does not replay
-// (the rules above): fp32 accumulation beside a 16-bit model only, and at
-// stage 1 only as BF16_Optimizer.
+// ZeRO plan holds that memsh does not replay (the rules above): fp32
+// accumulation beside a 16-bit model only (DeepSpeed's ZeRO takes every
+// pair of fp32, bf16 and fp16: tests/unit/runtime/test_ds_initialize.py
+// is_supported), and at stage 1 only as BF16_Optimizer.
 func (p *Plan) validateZeroGradAccum() error {
 	zero := p.Parallel.Norm().Zero
 	prec := p.Precision
@@ -197,7 +198,7 @@ func (p *Plan) validateZeroGradAccum() error {
 	}
 	const path = "train"
 	if prec.Grads != units.FP32 || prec.Params != units.BF16 && prec.Params != units.FP16 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: under DeepSpeed's ZeRO grads= is data_types.grad_accum_dtype, fp32 beside a bf16 or fp16 model; this one holds %s parameters with %s gradients", prec.Params, prec.Grads),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("precision: under DeepSpeed's ZeRO grads= is data_types.grad_accum_dtype, which memsh replays as fp32 beside a bf16 or fp16 model only (DeepSpeed takes the others too); this one holds %s parameters with %s gradients", prec.Params, prec.Grads),
 			Hint: "grads=\"fp32\" with params=\"bf16\" (or \"fp16\"), or grads= the params' dtype (DeepSpeed's default)"}
 	}
 	if zero == 1 && !p.ZeroBF16Optimizer() {
