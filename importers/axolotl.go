@@ -160,6 +160,11 @@ func axolotlPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	t.derive("optim", optim, "optimizer")
+	if optim == "muon" {
+		if run.optimizer, err = axolotlMuon(t); err != nil {
+			return nil, err
+		}
+	}
 	if err := axolotlCompile(t); err != nil {
 		return nil, err
 	}

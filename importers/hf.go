@@ -196,6 +196,10 @@ type hfRun struct {
 	// trainable is train(trainable=)'s list (Axolotl's
 	// unfrozen_parameters: axolotlUnfrozen), "" when every parameter trains.
 	trainable string
+	// optimizer is the optimizer the trainer builds itself in place of
+	// TrainingArguments.optim's (Axolotl's muon: axolotlMuon), "" for
+	// optim's.
+	optimizer string
 	// vocabMultiple pads the model's vocabulary up to a multiple of it
 	// (Axolotl's resize_token_embeddings_to_32x: axolotlVocab); 0 keeps it.
 	vocabMultiple int64
@@ -275,6 +279,9 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 		return nil, err
 	}
 	expr, ok := hfOptimizers[optim]
+	if run.optimizer != "" { // the trainer's own (Axolotl's Muon)
+		expr, ok = run.optimizer, true
+	}
 	if !ok {
 		return nil, t.errorf("optim", "memsh knows adamw_torch(_fused), adamw_8bit, paged_adamw_8bit/32bit, adafactor, sgd, lion_32bit", "optimizer %s is not modelled", quoteKey(optim))
 	}
