@@ -396,7 +396,8 @@ func megatronRecompute(t *tree, p *plan) error {
 
 // megatronLayout is tp x pp x cp model parallelism and data parallelism
 // over the rest of the job's GPUs; the global batch sets the micro-batches.
-func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool) error {
+// extra are more parallel() keywords (Megatron-SWIFT's experts').
+func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool, extra ...string) error {
 	pp, err := t.integer("pipeline-model-parallel-size", 1, 1, 1<<20)
 	if err != nil {
 		return err
@@ -501,6 +502,7 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool)
 			t.get(k)
 		}
 	}
+	args = append(args, extra...)
 	if cp > 1 {
 		args = append(args, kw("cp", num(cp)))
 		mode, err := megatronCPComm(t)

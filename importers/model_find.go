@@ -20,7 +20,7 @@ func findModel(tr *trainer, t *tree, o *Options) (from string, err error) {
 	if !ok || name == "" {
 		return "", nil
 	}
-	if _, zoo := hfModels[name]; zoo && !tr.configOnly {
+	if _, zoo := hfModels[name]; zoo && !tr.configOnly && !swiftMegatron(t) { // Megatron builds every model from its config.json
 		return "", nil
 	}
 	found, err := o.FindModel(name)

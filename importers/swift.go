@@ -41,7 +41,7 @@ import (
 //     --padding_free need flash attention (sft_args.py _check_padding_free).
 var swiftTrainer = &trainer{
 	name:      "swift",
-	about:     "ms-swift's command line (a shell script running swift sft or swift pt) with NPROC_PER_NODE, NNODES and CUDA_VISIBLE_DEVICES: --model, --tuner_type (or --train_type) lora or full, LoRA's rank/alpha/dropout/target_modules/lora_dtype, --torch_dtype, --max_length, --packing, --padding_free, --attn_impl, gradient checkpointing, batch and accumulation, --deepspeed's and --fsdp's presets, --quant_method bnb",
+	about:     "ms-swift's command line (a shell script running swift sft or swift pt, or Megatron-SWIFT's megatron sft or megatron pt) with NPROC_PER_NODE, NNODES and CUDA_VISIBLE_DEVICES: --model, --tuner_type (or --train_type) lora or full, LoRA's rank/alpha/dropout/target_modules/lora_dtype, --torch_dtype, --max_length, --packing, --padding_free, --attn_impl, gradient checkpointing, batch and accumulation, --deepspeed's and --fsdp's presets, --quant_method bnb",
 	exts:      []string{".sh", ".bash"},
 	parseOpts: parseSwift,
 	modelKey:  "model",
@@ -50,7 +50,7 @@ var swiftTrainer = &trainer{
 		return ok
 	},
 	plan:     swiftPlan,
-	noEffect: append(append([]string{}, swiftNoEffect...), hfTrainer.noEffect...),
+	noEffect: append(append(append([]string{}, swiftNoEffect...), megatronSwiftNoEffect...), hfTrainer.noEffect...),
 }
 
 // swiftCommandKey holds the command the script runs ("swift sft").
@@ -74,9 +74,14 @@ func parseSwift(file string, data []byte, o Options) (*tree, error) {
 			// (torchrun ... swift/cli/sft.py, as examples/train/multi-node
 			// does), python or accelerate launch
 			for i, x := range a {
-				if dir, f := path.Split(x); strings.HasSuffix(dir, "swift/cli/") && swiftCommands["swift"][strings.TrimSuffix(f, ".py")] && path.Ext(f) == ".py" {
+				dir, f := path.Split(x)
+				cmd := "swift" // swift/cli/sft.py; Megatron-SWIFT's swift/cli/_megatron/sft.py
+				if strings.HasSuffix(dir, "swift/cli/_megatron/") {
+					cmd, dir = "megatron", strings.TrimSuffix(dir, "_megatron/")
+				}
+				if strings.HasSuffix(dir, "swift/cli/") && swiftCommands[cmd][strings.TrimSuffix(f, ".py")] && path.Ext(f) == ".py" {
 					runner = a[:i]
-					return a[i+1:], "swift " + strings.TrimSuffix(f, ".py"), true
+					return a[i+1:], cmd + " " + strings.TrimSuffix(f, ".py"), true
 				}
 			}
 			return nil, "", false
@@ -155,13 +160,12 @@ func swiftPlan(t *tree, o Options) (*plan, error) {
 	t.used[swiftCommandKey] = true
 	sub := cmd[strings.IndexByte(cmd, ' ')+1:]
 	if strings.HasPrefix(cmd, "megatron ") {
-		return nil, t.errorf(swiftCommandKey, "write the plan in Starlark: train(hf_config(\"config.json\"), precision = \"megatron\", parallel = parallel(tp = ..., pp = ..., ep = ..., distributed_optimizer = True)), as the Megatron-SWIFT calibration rows do (docs/check.md)",
-			"Megatron-SWIFT (`%s`) is not read: memsh check reads `swift sft`, `swift pt` and `swift rlhf`", cmd)
+		return megatronSwiftPlan(t, o, sub)
 	}
 	if sub == "rlhf" {
 		return nil, swiftRLHF(t)
 	}
-	o, world, err := swiftWorld(t, o)
+	o, world, err := swiftWorld(t, o, false)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +233,14 @@ func swiftPlan(t *tree, o Options) (*plan, error) {
 		p.set("expandable_segments", "True")
 	}
 	return p, nil
+}
+
+// swiftMegatron says whether the script runs Megatron-SWIFT (`megatron
+// sft`), whose model is always built from its config.json.
+func swiftMegatron(t *tree) bool {
+	l, ok := t.leaves[swiftCommandKey]
+	s, _ := l.value.(string)
+	return ok && strings.HasPrefix(s, "megatron ")
 }
 
 // envOf is the variable the script exports to ms-swift (marked read).

@@ -225,8 +225,6 @@ func TestSwift(t *testing.T) {
 func TestSwiftErrors(t *testing.T) {
 	const cmd = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048"
 	runErrorCases(t, []errorCase{
-		{name: "Megatron-SWIFT", file: "run.sh", config: "NPROC_PER_NODE=2 megatron sft --model Qwen/Qwen2.5-7B-Instruct --tensor_model_parallel_size 2\n",
-			want: "run.sh:1: key launcher.command: Megatron-SWIFT (`megatron sft`) is not read: memsh check reads `swift sft`, `swift pt` and `swift rlhf`", wantHint: `precision = "megatron"`},
 		{name: "a script without ms-swift or Megatron-LM", file: "run.sh", config: "echo hi\n",
 			want: "run.sh: the script never launches pretrain_gpt.py, ms-swift's `swift sft`, `pt` or `rlhf`, or OpenRLHF's openrlhf.cli.train_sft", wantHint: "NPROC_PER_NODE=8 swift sft"},
 		{name: "device_map over several GPUs", file: "run.sh", config: "CUDA_VISIBLE_DEVICES=0,1 swift sft --model Qwen/Qwen2.5-7B-Instruct --max_length 2048\n",

@@ -15,7 +15,10 @@ import (
 // either one Python process, which spreads the model over every GPU it
 // sees (device_map, naive model parallelism) when it sees several. The
 // count is that of the script; --gpus and --nodes, when given, must agree.
-func swiftWorld(t *tree, o Options) (Options, int64, error) {
+// Megatron-SWIFT (megatron) runs one process a GPU whatever each sees
+// (Megatron's local rank): one process without either variable, and no
+// device_map.
+func swiftWorld(t *tree, o Options, megatron bool) (Options, int64, error) {
 	nprocKey, nnodesKey := "env.NPROC_PER_NODE", "env.NNODES"
 	runner, _ := t.str(swiftRunnerKey, "")
 	switch runner {
@@ -52,7 +55,11 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 		if visible > 0 {
 			gpus = visible
 		}
-		if gpus > 1 && !single {
+		if megatron && o.GPUs > 1 {
+			return o, 0, t.errorf("env.NPROC_PER_NODE", fmt.Sprintf("NPROC_PER_NODE=%d runs a process a GPU", o.GPUs),
+				"unset: ms-swift runs Megatron-SWIFT as one process on one GPU, where --gpus says %d", o.GPUs)
+		}
+		if gpus > 1 && !single && !megatron {
 			key, what := "env.NPROC_PER_NODE", "unset: ms-swift then runs"
 			if runner == "python" {
 				key, what = swiftRunnerKey, "python: ms-swift runs"
@@ -73,7 +80,7 @@ func swiftWorld(t *tree, o Options) (Options, int64, error) {
 	// is_mp (swift/utils/env.py at v4.5.2): a process a node seeing two
 	// GPUs or more spreads its model over them (device_map, "MP + DDP"),
 	// unless SWIFT_SINGLE_DEVICE_MODE=1; the GPUs must divide evenly
-	if visible > 0 && !single {
+	if visible > 0 && !single && !megatron {
 		if visible%nproc != 0 {
 			return o, 0, t.errorf(nprocKey, "list as many GPUs in CUDA_VISIBLE_DEVICES as processes", "%d GPUs seen do not divide among %d processes a node (ms-swift asserts n_gpu %% local_world_size == 0)", visible, nproc)
 		}

@@ -148,12 +148,6 @@ func groupedExperts(l core.Layer) {
 	}
 }
 
-// qwen25_14B is Qwen/Qwen2.5-14B's config.json, the fields memsh reads.
-const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 5120,
- "intermediate_size": 13824, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
- "vocab_size": 152064, "tie_word_embeddings": false, "rms_norm_eps": 1e-05, "hidden_act": "silu",
- "max_position_embeddings": 131072, "rope_theta": 1000000.0}`
-
 // fullestGiB is nvidia-smi's figure of the fullest rank, in GiB.
 func fullestGiB(r *replay.Report) float64 {
 	used := r.DeviceUsed

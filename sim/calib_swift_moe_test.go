@@ -399,13 +399,7 @@ import (
 // as nvidia-smi lists them (as max reserved, memsh's would be 3-5 GiB lower).
 
 func TestMegatronSwiftCalibration(t *testing.T) {
-	a800, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a800.LinkGBps = 200 // NVIDIA A800 SXM4 datasheet: NVLink 400 GB/s (both directions)
-	prec, _ := core.LookupPrecision("megatron")
-	rt, _ := core.LookupRuntime("cuda-2.6")
+	prec, rt, a800 := megatronSwiftSetting(t)
 	// The rows whose memory or step is not asserted to the goal may not
 	// drift either: their gaps, as docs/models.md states them, rounded up
 	// to the next whole percent (memory, step; 0: asserted to the goal or
@@ -415,96 +409,8 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		"Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes": {0.13, 0.54},
 		"Moonlight-16B-A3B, pp 2, ep 4, dp 4":        {0, 0.56},
 	}
-	for _, row := range []struct {
-		name       string
-		config     []byte
-		par        core.Parallelism
-		nodes      int64
-		recompute  string
-		gib, secs  float64 // measured: nvidia-smi GiB per GPU, s/it (0: not stated)
-		expandable bool    // the script sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-		bf16Router bool    // also print the row with the router in bf16 (April's reading, above)
-		memGap     string  // why the memory is not asserted ("" = asserted within 10 %)
-		timeGap    string  // likewise for the step within 20 %
-	}{
-		// base_to_chat.sh "8 * 65GiB"; the benchmark table: 9.04 s/it,
-		// 8*64GB. Selective recompute of core_attn: under flash attention
-		// it keeps nothing less, memsh's "none". No overlap flags.
-		{name: "Qwen2.5-14B, tp 4, dp 2", config: []byte(qwen25_14B),
-			par: core.Parallelism{DP: 2, TP: 4, SequenceParallel: true, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true},
-			nodes: 1, recompute: "none", gib: 65, secs: 9.04,
-			// memsh 4 % below (TE's fused norms and SwiGLU, NCCL 2.21's eager
-			// buffers, Megatron's first step, the loss's and the model-parallel
-			// communicators): 2.3 GiB more on the card, cause unknown (the MoE
-			// rows miss as much or more).
-		},
-		// moe/moe.sh "8 * 57GiB, 2.95s/it": pp 2 (the last stage 11 of 24
-		// layers), ep 4, dp 4, full recompute of every layer.
-		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
-			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11, SharedExpertOverlap: true, RouterDType: units.FP32},
-			nodes: 1, recompute: "full", gib: 57, secs: 2.95, expandable: true,
-			memGap: "memsh 11 % below, cause unknown (4.6 GiB of it was the fused loss's backward, 0.6 GiB NCCL's record_stream, 0.5 GiB the one-rank communicators)"},
-		// Held back: the same model's runs with no recompute (selective
-		// recompute of core_attn under flash attention), moe.sh at
-		// ea23c5e9d: "pp2ep4: 7 * 73GiB, 2.5s/it" (an even 12/12 split)
-		// and "tp2ep4: 8 * 65GiB, 3s/it"; no overlap flags, no
-		// expandable_segments; Megatron-Core core_r0.12.0 (its loss group,
-		// its unpermute: unpermute_probs).
-		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
-			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, RouterDType: units.FP32},
-			nodes: 1, recompute: "none", gib: 73, secs: 2.5},
-		{name: "Qwen1.5-MoE-A2.7B, tp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
-			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, RouterDType: units.FP32},
-			nodes: 1, recompute: "none", gib: 65, secs: 3, bf16Router: true},
-		// qwen3_moe.sh at ad907793e (ms-swift 3.4.0.dev0, Megatron-LM
-		// core_r0.11.0), two nodes: tp 2 with sequence parallelism, ep 8,
-		// dp 8, full recompute, no overlap flags.
-		{name: "Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes", config: readHF(t, "qwen3-30b-a3b.json"),
-			par: core.Parallelism{DP: 8, TP: 2, SequenceParallel: true, EP: 8, ETP: 2, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
-			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
-			memGap:  "memsh 12 % below (12.0), cause unknown",
-			timeGap: "memsh 53 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
-		// Held back: moe/deepseek_v3.sh on Moonlight-16B-A3B-Instruct
-		// (DeepSeek-V3's layers: MLA, 64 routed experts top-6 and two
-		// shared), full recompute, permute fusion, no overlap flags;
-		// calib_swift_moe_sources_test.go dates them. The tp 2 figure was
-		// written at 9052fc057, whose script sets no PYTORCH_CUDA_ALLOC_CONF;
-		// expandable_segments came at 5df8180fd ("Update split_dataset_ratio",
-		// one line added to 40 scripts, no figure changed): the tp 2 run had
-		// none (53.1 -> 55.5 GiB, -5.2 -> -0.8 %); the pp 2 figure
-		// (cecf735f1) came after it.
-		{name: "Moonlight-16B-A3B, tp 2, ep 4, dp 4", config: readHF(t, "moonlight-16b-a3b-instruct.json"),
-			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
-			nodes: 1, recompute: "full", gib: 56, expandable: false},
-		{name: "Moonlight-16B-A3B, pp 2, ep 4, dp 4", config: readHF(t, "moonlight-16b-a3b-instruct.json"),
-			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 13,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, SharedExpertOverlap: true, RouterDType: units.FP32},
-			nodes: 1, recompute: "full", gib: 60, secs: 9, expandable: true,
-			timeGap: "memsh 56 % below: about 80 ms of each layer micro-batch missing, in Moonlight's layers (the Qwen1.5-MoE pp 2 row of the same harness lands); batch, recompute, bubble, optimizer and the padded attention's FLOPs checked (calib_swift_moonlight_step_test.go)"},
-	} {
-		m, err := hf.FromConfigOptions(row.config, hf.Options{Attn: "flash", Transformers: megatronTransformers})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range m.Layers {
-			groupedExperts(l)
-		}
-		ck, _ := core.ParseCheckpoint(row.recompute)
-		micro := 16 / row.par.DP
-		row.par.MicroBatches = micro
-		row.par.LossParallel = core.MegatronFusedCE // every script sets --cross_entropy_loss_fusion
-		p := &core.Plan{Model: m, Batch: 1, Seq: 8192, GradAccum: micro, Members: 1, Precision: prec, Runtime: rt,
-			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: a800, Phase: core.Train,
-			Parallel: row.par, Cluster: hw.Cluster{Nodes: row.nodes, GPUsPerNode: 8}}
-		p.Overheads.Dispatch = "fused"
-		p.DataloaderMask = core.DataloaderMaskOff // packed padding-free rows: cu_seqlens, no [batch, 1, seq, seq] mask
-		p.ExpandableSegments = row.expandable
-		p.RuntimeMemory.NCCLConnect = "eager"
+	for _, row := range megatronSwiftRows(t) {
+		p := row.plan(t, prec, rt, a800)
 		r := evalPlan(t, p)
 		got := fullestGiB(r)
 		memErr := got/row.gib - 1
@@ -561,4 +467,121 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 	for name := range heldBack {
 		t.Errorf("held-back row %q is not in the table", name)
 	}
+}
+
+// swiftRow is a row of TestMegatronSwiftCalibration.
+type swiftRow struct {
+	name       string
+	config     []byte
+	par        core.Parallelism
+	nodes      int64
+	recompute  string
+	gib, secs  float64 // measured: nvidia-smi GiB per GPU, s/it (0: not stated)
+	expandable bool    // the script sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+	bf16Router bool    // also print the row with the router in bf16 (April's reading, above)
+	memGap     string  // why the memory is not asserted ("" = asserted within 10 %)
+	timeGap    string  // likewise for the step within 20 %
+}
+
+// megatronSwiftRows are TestMegatronSwiftCalibration's rows.
+func megatronSwiftRows(t *testing.T) []swiftRow {
+	return []swiftRow{
+
+		// base_to_chat.sh "8 * 65GiB"; the benchmark table: 9.04 s/it,
+		// 8*64GB. Selective recompute of core_attn: under flash attention
+		// it keeps nothing less, memsh's "none". No overlap flags.
+		{name: "Qwen2.5-14B, tp 4, dp 2", config: readHF(t, "qwen2.5-14b.json"), // Qwen/Qwen2.5-14B's config.json, the fields memsh reads
+			par: core.Parallelism{DP: 2, TP: 4, SequenceParallel: true, DistributedOptimizer: true,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true},
+			nodes: 1, recompute: "none", gib: 65, secs: 9.04,
+			// memsh 4 % below (TE's fused norms and SwiGLU, NCCL 2.21's eager
+			// buffers, Megatron's first step, the loss's and the model-parallel
+			// communicators): 2.3 GiB more on the card, cause unknown (the MoE
+			// rows miss as much or more).
+		},
+		// moe/moe.sh "8 * 57GiB, 2.95s/it": pp 2 (the last stage 11 of 24
+		// layers), ep 4, dp 4, full recompute of every layer.
+		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
+			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11, SharedExpertOverlap: true, RouterDType: units.FP32},
+			nodes: 1, recompute: "full", gib: 57, secs: 2.95, expandable: true,
+			memGap: "memsh 11 % below, cause unknown (4.6 GiB of it was the fused loss's backward, 0.6 GiB NCCL's record_stream, 0.5 GiB the one-rank communicators)"},
+		// Held back: the same model's runs with no recompute (selective
+		// recompute of core_attn under flash attention), moe.sh at
+		// ea23c5e9d: "pp2ep4: 7 * 73GiB, 2.5s/it" (an even 12/12 split)
+		// and "tp2ep4: 8 * 65GiB, 3s/it"; no overlap flags, no
+		// expandable_segments; Megatron-Core core_r0.12.0 (its loss group,
+		// its unpermute: unpermute_probs).
+		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
+			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, RouterDType: units.FP32},
+			nodes: 1, recompute: "none", gib: 73, secs: 2.5},
+		{name: "Qwen1.5-MoE-A2.7B, tp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
+			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, RouterDType: units.FP32},
+			nodes: 1, recompute: "none", gib: 65, secs: 3, bf16Router: true},
+		// qwen3_moe.sh at ad907793e (ms-swift 3.4.0.dev0, Megatron-LM
+		// core_r0.11.0), two nodes: tp 2 with sequence parallelism, ep 8,
+		// dp 8, full recompute, no overlap flags.
+		{name: "Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes", config: readHF(t, "qwen3-30b-a3b.json"),
+			par: core.Parallelism{DP: 8, TP: 2, SequenceParallel: true, EP: 8, ETP: 2, DistributedOptimizer: true,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
+			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
+			memGap:  "memsh 12 % below (12.0), cause unknown",
+			timeGap: "memsh 53 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
+		// Held back: moe/deepseek_v3.sh on Moonlight-16B-A3B-Instruct
+		// (DeepSeek-V3's layers: MLA, 64 routed experts top-6 and two
+		// shared), full recompute, permute fusion, no overlap flags;
+		// calib_swift_moe_sources_test.go dates them. The tp 2 figure was
+		// written at 9052fc057, whose script sets no PYTORCH_CUDA_ALLOC_CONF;
+		// expandable_segments came at 5df8180fd ("Update split_dataset_ratio",
+		// one line added to 40 scripts, no figure changed): the tp 2 run had
+		// none (53.1 -> 55.5 GiB, -5.2 -> -0.8 %); the pp 2 figure
+		// (cecf735f1) came after it.
+		{name: "Moonlight-16B-A3B, tp 2, ep 4, dp 4", config: readHF(t, "moonlight-16b-a3b-instruct.json"),
+			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
+			nodes: 1, recompute: "full", gib: 56, expandable: false},
+		{name: "Moonlight-16B-A3B, pp 2, ep 4, dp 4", config: readHF(t, "moonlight-16b-a3b-instruct.json"),
+			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 13,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, SharedExpertOverlap: true, RouterDType: units.FP32},
+			nodes: 1, recompute: "full", gib: 60, secs: 9, expandable: true,
+			timeGap: "memsh 56 % below: about 80 ms of each layer micro-batch missing, in Moonlight's layers (the Qwen1.5-MoE pp 2 row of the same harness lands); batch, recompute, bubble, optimizer and the padded attention's FLOPs checked (calib_swift_moonlight_step_test.go)"},
+	}
+}
+
+// plan is the row's plan as the calibration replays it.
+func (row swiftRow) plan(t *testing.T, prec core.Precision, rt core.Runtime, dev hw.Device) *core.Plan {
+	m, err := hf.FromConfigOptions(row.config, hf.Options{Attn: "flash", Transformers: megatronTransformers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Layers {
+		groupedExperts(l)
+	}
+	ck, _ := core.ParseCheckpoint(row.recompute)
+	micro := 16 / row.par.DP
+	row.par.MicroBatches = micro
+	row.par.LossParallel = core.MegatronFusedCE // every script sets --cross_entropy_loss_fusion
+	p := &core.Plan{Model: m, Batch: 1, Seq: 8192, GradAccum: micro, Members: 1, Precision: prec, Runtime: rt,
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Phase: core.Train,
+		Parallel: row.par, Cluster: hw.Cluster{Nodes: row.nodes, GPUsPerNode: 8}}
+	p.Overheads.Dispatch = "fused"
+	p.DataloaderMask = core.DataloaderMaskOff // packed padding-free rows: cu_seqlens, no [batch, 1, seq, seq] mask
+	p.ExpandableSegments = row.expandable
+	p.RuntimeMemory.NCCLConnect = "eager"
+	return p
+}
+
+// megatronSwiftSetting is every row's precision, runtime and device: an
+// A800 (an A100-80GB with NVLink capped, NVIDIA A800 SXM4 datasheet:
+// 400 GB/s both directions) under torch 2.6.
+func megatronSwiftSetting(t *testing.T) (core.Precision, core.Runtime, hw.Device) {
+	a800, err := hw.LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a800.LinkGBps = 200
+	prec, _ := core.LookupPrecision("megatron")
+	rt, _ := core.LookupRuntime("cuda-2.6")
+	return prec, rt, a800
 }

@@ -79,7 +79,7 @@ func TestHFTransformers5Experts(t *testing.T) {
 			params: []string{"model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.router.weight"}, modules: []string{"model.layers.0.mlp.experts"}, noExpertModules: true},
 		{name: "experts= before 5.0", config: mixtral, version: "4.57.1", experts: "eager", err: "needs transformers 5.0"},
 		{name: "experts= on a dense model", config: dense, version: "5.17.0", experts: "eager", err: `model_type "llama" has no MoE blocks`},
-		{name: "unknown experts=", config: mixtral, version: "5.17.0", experts: "batched_mm", err: `experts must be "grouped_mm" or "eager"`},
+		{name: "unknown experts=", config: mixtral, version: "5.17.0", experts: "batched_mm", err: `experts must be "grouped_mm", "eager" or "megatron"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := hf.FromConfigOptions(tc.config, hf.Options{Attn: "sdpa", Transformers: tc.version, Experts: tc.experts})

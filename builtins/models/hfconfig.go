@@ -362,7 +362,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); from 5.18 grouped_mm zeroes expert parallelism's " +
 			"sentinel rows only when the experts are sharded (no masked_fill on one rank) and the loop's one_hot has experts + 1 classes; bitsandbytes and PEFT's " +
-			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike. " +
+			"target_modules do not reach them; experts= on a model without these blocks is an error. " +
+			"experts=\"megatron\" (with transformers=\"4.57.1\" or another 4.x release, as Megatron-Core builds its own modules from config.json) runs every MoE block as " +
+			"Megatron-Core's TEGroupedMLP, moe(impl=\"grouped\"), for precision=\"megatron\" (Megatron-SWIFT's moe_grouped_gemm, memsh check's reading of `megatron sft`). PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike. " +
 			"deepseek_v2 (DeepSeek-V2-Lite, V2, V2.5) is DeepSeek-V3's layout with DeepseekV2TopkRouter: an fp32 weight applied in fp32, " +
 			"softmax, top-k over all the experts (topk_method \"greedy\") or over the topk_group best of n_group groups " +
 			"(\"group_limited_greedy\", whose masked_fill keeps a bool [tokens, experts] mask), the weights times routed_scaling_factor, " +
@@ -479,8 +481,8 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 			if ok {
 				got = `""`
 			}
-			return nil, &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\" or \"eager\" (got %s)", got),
-				Hint: "transformers' experts_implementation; None (the default) is \"grouped_mm\" from transformers 5.0"}
+			return nil, &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\", \"eager\" or \"megatron\" (got %s)", got),
+				Hint: "transformers' experts_implementation, or Megatron-Core's grouped experts; None (the default) is \"grouped_mm\" from transformers 5.0"}
 		}
 		experts = s
 	}

@@ -192,7 +192,8 @@ type Options struct {
 	Transformers string
 	// Experts is transformers 5's experts_implementation for the MoE
 	// blocks: "grouped_mm" (its default) or "eager" (the per-expert
-	// loop); "" = the version's default. Before 5.0 it must be "".
+	// loop); "" = the version's default. Before 5.0 it must be "", or
+	// ExpertsMegatron (Megatron-Core's grouped experts, before 5.0 only).
 	Experts string
 	// LinearAttn is the kernel of the Gated DeltaNet layers (Qwen3-Next,
 	// Qwen3.5): "fla" (flash-linear-attention and causal-conv1d, the
@@ -283,8 +284,17 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, &units.Error{Msg: fmt.Sprintf("processor= is not read for model_type %q: memsh models the image processor's options of idefics3, smolvlm and lfm2_vl only", s),
 			Hint: "leave processor= out: train(images=) takes this family's images at the processor's defaults (docs/models.md names them)"}
 	}
-	if err := useTransformers(m, c, fam, opts.Transformers, opts.Experts); err != nil {
+	experts := opts.Experts
+	if experts == ExpertsMegatron { // Megatron's own experts, not transformers 5's (megatron_experts.go)
+		experts = ""
+	}
+	if err := useTransformers(m, c, fam, opts.Transformers, experts); err != nil {
 		return nil, err
+	}
+	if opts.Experts == ExpertsMegatron {
+		if err := setMegatronExperts(m, opts.Transformers); err != nil {
+			return nil, err
+		}
 	}
 	if err := useLinearAttn(m, s, opts.LinearAttn); err != nil {
 		return nil, err

@@ -250,7 +250,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	if experts != "" {
 		switch {
 		case !slices.Contains(ExpertsImpls(), experts):
-			return &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\" or \"eager\" (got %q)", experts),
+			return &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\", \"eager\" or \"megatron\" (got %q)", experts),
 				Hint: "transformers' experts_implementation; \"batched_mm\", \"deepgemm\" and \"sonicmoe\" are not modelled"}
 		case !v5:
 			return &units.Error{Msg: fmt.Sprintf("experts=%q needs transformers 5.0 or later (got transformers=%q)", experts, version),
