@@ -53,6 +53,7 @@ var foreignPaths = map[string]string{
 	"docs/GEMMA3N.md":                 "mistral.rs",
 	"docs/performance-summary.md":     "NVIDIA-NeMo/Megatron-Bridge",
 	"examples/llama-3/qlora.yml":      "axolotl-ai-cloud/axolotl",
+	"examples/megatron/moe/moe.sh":    "modelscope/ms-swift",
 	"examples/sc21/run_table_1.sh":    "NVIDIA/Megatron-LM",
 	"internal/fuzz/worker.go":         "golang/go",
 	"tools/autograd/derivatives.yaml": "pytorch/pytorch",
