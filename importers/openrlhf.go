@@ -39,7 +39,7 @@ import (
 //     the model's plain hf_config (the DPO step scores its logits).
 var openrlhfTrainer = &trainer{
 	name:       "openrlhf",
-	about:      "OpenRLHF's launch scripts (deepspeed --module openrlhf.cli.train_sft, v0.11's dotted arguments): the model and its config.json, --ds.zero_stage, --ds.param_dtype, --ds.adam_offload, --ds.grad_accum_dtype, --ds.overlap_comm, --ds.lora.*, --ds.packing_samples, --ds.attn_implementation, gradient checkpointing, micro and global batch, --data.max_len; train_dpo as dpo(trainer = \"openrlhf\"); reward models and PPO/GRPO refused with a hint",
+	about:      "OpenRLHF's launch scripts (deepspeed --module openrlhf.cli.train_sft, the dotted arguments of 0.10.2 and later, read at v0.11.0): the model and its config.json, --ds.zero_stage, --ds.param_dtype, --ds.adam_offload, --ds.grad_accum_dtype, --ds.overlap_comm, --ds.lora.*, --ds.packing_samples, --ds.attn_implementation, gradient checkpointing, micro and global batch, --data.max_len; train_dpo as dpo(trainer = \"openrlhf\"); reward models and PPO/GRPO refused with a hint",
 	exts:       []string{".sh", ".bash"},
 	parseOpts:  parseOpenRLHF,
 	modelKey:   "model.model_name_or_path",

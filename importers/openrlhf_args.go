@@ -7,24 +7,28 @@ import (
 // OpenRLHF's arguments (openrlhf/cli/train_sft.py at v0.11.0), read with
 // its defaults and written as the keys the hf importer reads.
 
-// openrlhfOldNames are arguments of OpenRLHF before 0.11 (flat names,
-// v0.10.4's train_sft.py) with the dotted name 0.11 gave each: a script
-// of those releases is refused at the first, naming the new one.
+// openrlhfOldNames are arguments of OpenRLHF before 0.10.2 (flat names:
+// v0.10.1's train_sft.py and train_dpo.py, v0.9's --bf16) with the dotted
+// name 0.10.2 gave each: a script of those releases is refused at the
+// first (in sorted order), naming the new one.
 var openrlhfOldNames = map[string]string{
 	"pretrain": "model.model_name_or_path", "zero_stage": "ds.zero_stage", "micro_train_batch_size": "train.micro_batch_size",
 	"train_batch_size": "train.batch_size", "max_len": "data.max_len", "bf16": "ds.param_dtype bf16", "flash_attn": "ds.attn_implementation flash_attention_2",
 	"attn_implementation": "ds.attn_implementation", "gradient_checkpointing": "model.gradient_checkpointing_enable", "lora_rank": "ds.lora.rank",
 	"lora_alpha": "ds.lora.alpha", "target_modules": "ds.lora.target_modules", "packing_samples": "ds.packing_samples", "adam_offload": "ds.adam_offload",
 	"save_path": "ckpt.output_dir", "dataset": "data.dataset", "learning_rate": "adam.lr", "max_epochs": "train.max_epochs",
-	"load_in_4bit": "ds.load_in_4bit", "param_dtype": "ds.param_dtype",
+	"load_in_4bit": "ds.load_in_4bit", "param_dtype": "ds.param_dtype", "gradient_checkpointing_use_reentrant": "model.gradient_checkpointing_reentrant",
+	"ds_tensor_parallel_size": "ds.tensor_parallel_size", "ring_attn_size": "ds.ring_attn_size", "grad_accum_dtype": "ds.grad_accum_dtype",
+	"overlap_comm": "ds.overlap_comm", "use_liger_kernel": "ds.use_liger_kernel", "aux_loss_coef": "model.aux_loss_coef", "zpg": "ds.zpg",
+	"ref_pretrain": "ref.model_name_or_path", "ref_offload": "ref.offload", "beta": "model.beta",
 }
 
-// openrlhfOldName refuses a script written for OpenRLHF before 0.11.
+// openrlhfOldName refuses a script written for OpenRLHF before 0.10.2.
 func openrlhfOldName(t *tree) error {
 	for _, k := range t.keys() {
 		if n, ok := openrlhfOldNames[k]; ok {
-			return t.errorf(k, "memsh reads OpenRLHF 0.11's dotted arguments: write --"+n+" (openrlhf/cli/train_sft.py at v0.11.0)",
-				"is OpenRLHF's argument before 0.11")
+			return t.errorf(k, "memsh reads the dotted arguments of OpenRLHF 0.10.2 and later: write --"+n+" (openrlhf/cli/train_sft.py at v0.11.0)",
+				"is OpenRLHF's argument before 0.10.2")
 		}
 	}
 	return nil
