@@ -282,6 +282,16 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	if o, err = openrlhfDeepSpeed(t, o); err != nil {
 		return nil, err
 	}
+	if !dpo {
+		rows, seq := micro, int64(0)
+		if packed > 0 {
+			rows, seq = 1, packed
+		} else {
+			seq, _ = t.integer("max_length", 0, 1, 1<<24)
+		}
+		t.notModelled = append(t.notModelled, fmt.Sprintf("%s: the SFT loop's output holds a micro-batch's fp32 logits ([%d, %d, vocab]) until the next micro-batch's forward returns "+
+			"(sft_trainer.py rebinds it after the call): memsh holds them through the backward (keep_logits), not through the optimizer step and the next forward, which hold them beside their own", openrlhfCommandKey, rows, seq))
+	}
 	run := hfRun{inputGrads: lora, packedRow: packed, logitsLoss: !dpo}
 	if dpo {
 		if run.preference, err = openrlhfDPO(t); err != nil {

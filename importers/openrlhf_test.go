@@ -39,6 +39,10 @@ func TestOpenRLHF(t *testing.T) {
 	llama := map[string]string{"config.json": "../../sim/testdata/hf/llama-3-8b.json"}
 	mixtral := map[string]string{"config.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"}
 	const contiguous = "deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)"
+	loopNote := func(rows, seq string) string {
+		return "launcher.command: the SFT loop's output holds a micro-batch's fp32 logits ([" + rows + ", " + seq + ", vocab]) until the next micro-batch's forward returns " +
+			"(sft_trainer.py rebinds it after the call): memsh holds them through the backward (keep_logits), not through the optimizer step and the next forward, which hold them beside their own"
+	}
 	runImportCases(t, []importCase{{
 		name: "full SFT of Llama 3 8B, ZeRO-2, packed (train_sft.sh)",
 		file: "openrlhf/train_sft.sh",
@@ -46,6 +50,7 @@ func TestOpenRLHF(t *testing.T) {
 		step: openrlhfStep(256, 2048),
 		notModelled: []string{
 			"ds.packing_samples: a micro-batch's 2 samples in one row of their own tokens, at most 4096: memsh replays 4096, attention causal over the whole row (flash's varlen kernel attends within each sample: less time)",
+			loopNote("1", "4096"),
 			contiguous,
 		},
 		files: llama,
@@ -59,6 +64,7 @@ func TestOpenRLHF(t *testing.T) {
 		notModelled: []string{
 			"model.aux_loss_coef: a MoE model's load-balancing loss over the router logits it returns (Actor sets output_router_logits for every model that has it)",
 			"ds.packing_samples: a micro-batch's 4 samples in one row of their own tokens, at most 8192: memsh replays 8192, attention causal over the whole row (flash's varlen kernel attends within each sample: less time)",
+			loopNote("1", "8192"),
 			"deepspeed.zero_optimization.reduce_scatter: ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)",
 			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
 			contiguous,
