@@ -237,3 +237,24 @@ func TestZeroBF16Optimizer(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroBF16OptimizerExposed: BF16_Optimizer registers no gradient hook
+// (immediate_grad_update off): its all-reduce runs after the backward
+// (engine.py _backward_epilogue) with overlap_comm or without, so its
+// dp_comm is the same either way, where ZeRO-1's overlapped reduction
+// hides behind the boundary's backward (the 7.5B stack, 8 ranks, 4
+// micro-batches).
+func TestZeroBF16OptimizerExposed(t *testing.T) {
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	dp := func(prec core.Precision, overlap bool) float64 {
+		p := distPlan(t, linearStack(30, 5000, 25000), "bf16-mixed", core.Parallelism{DP: 8, Zero: 1, OverlapComm: overlap})
+		p.Precision, p.GradAccum, p.Batch, p.Seq = prec, 4, 8, 2048
+		return stepShare(evalPlan(t, p), "dp_comm")
+	}
+	if on, off := dp(accumPrecision, true), dp(accumPrecision, false); on <= 0 || on != off {
+		t.Errorf("BF16_Optimizer: dp_comm %g s with overlap_comm, %g s without; want the same", on, off)
+	}
+	if on, off := dp(mixed, true), dp(mixed, false); on >= off {
+		t.Errorf("ZeRO-1 in bf16 mode: dp_comm %g s with overlap_comm, %g s without; want less", on, off)
+	}
+}

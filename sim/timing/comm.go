@@ -463,7 +463,9 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			dp += max(last, params-mb.Forward)
 		}
 	case replay.DistZeRO:
-		if !plan.Parallel.OverlapComm || w.Zero > 2 {
+		// BF16_Optimizer all-reduces after the backward, overlap_comm or
+		// not: no hook reduces during it (replay/zero_accum.go)
+		if !plan.Parallel.OverlapComm || w.Zero > 2 || plan.ZeroBF16Optimizer() {
 			dp = grad + params
 			break
 		}

@@ -33,6 +33,13 @@ import (
 //   - Gradients zeroed in place (core.Plan.KeepGrads: zero_grad() with
 //     set_to_none=False, torch.nn.Module.zero_grad's default before 2.0):
 //     a zero_ per parameter, one write pass over the gradients.
+//   - DeepSpeed's BF16_Optimizer (ZeRO-1 of a bf16 model accumulating in
+//     fp32, replay/zero_accum.go) adds each gradient into its fp32 buffer
+//     at every micro-batch's backward end (bf16_optimizer.py
+//     update_hp_grads: hp_grad.add_(lp.grad.to(fp32)), a parameter at a
+//     time): read the bf16 gradient and write its fp32 copy, then read the
+//     copy and the buffer and write the buffer, two kernels a parameter
+//     (OptimizerWork.HPGrads), counted with the step it belongs to.
 //
 // Not priced: autograd's accumulation into gradients that already exist
 // (a grad += new_grad per parameter and micro-batch when they are kept).
@@ -69,6 +76,15 @@ func gradientWork(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 			per = w.Tensors
 		}
 		add(1, per)
+	}
+	if w.HPGrads > 0 {
+		m := float64(max(plan.GradAccum, 1))
+		prec := plan.Precision
+		b := m * w.HPGrads * float64(prec.Params.Bytes(1)+4*prec.Grads.Bytes(1))
+		launches := m * 2 * w.Tensors
+		t, _ := streamTime(&plan.Device, b)
+		gpu += max(t, launches*kernelFloor)
+		cpu += launches * eagerFwdCPU
 	}
 	return gpu, cpu
 }

@@ -42,6 +42,11 @@ type OptimizerWork struct {
 	Tensors  float64 // trainable parameter tensors stepped
 	Elements float64 // their elements
 	Muon     MuonWork
+	// HPGrads is the gradient elements DeepSpeed's BF16_Optimizer casts
+	// and adds into its fp32 buffer at each micro-batch's backward end
+	// (update_hp_grads: every trainable parameter, whole;
+	// replay/zero_accum.go), 0 otherwise.
+	HPGrads float64
 }
 
 // OptimizerTime is the step's GPU time and CPU dispatch time, with the

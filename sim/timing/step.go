@@ -462,6 +462,9 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 		w.Traffic += b
 		w.Elements += n
 		w.Tensors++
+		if r.Plan.ZeroBF16Optimizer() {
+			w.HPGrads += float64(p.Numel)
+		}
 	}
 	return w
 }
