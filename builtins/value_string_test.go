@@ -20,7 +20,7 @@ func TestValuesPrintAsTheirCall(t *testing.T) {
 		`adamw()`, `adamw(impl="fused")`, `adamw(fused=True)`, `adamw(impl="for-loop")`, `adamw(in_backward=True)`,
 		`adam()`, `adam(impl="fused", in_backward=True)`,
 		`adamw8bit()`, `adamw8bit(in_backward=True)`, `paged_adamw(in_backward=True)`, `paged_adamw8bit(in_backward=True)`,
-		`adafactor(in_backward=True)`, `lion(in_backward=True)`, `sgd()`, `muon()`, `muon(momentum=0.9, nesterov=False, ns_steps=6, impl="fused")`, `sgd(momentum=0.9, in_backward=True)`, `sparse_adam(in_backward=True)`,
+		`adafactor(in_backward=True)`, `lion(in_backward=True)`, `sgd()`, `muon()`, `muon(momentum=0.9, nesterov=False, ns_steps=6, impl="fused")`, `muon(newton_schulz="reference")`, `sgd(momentum=0.9, in_backward=True)`, `sparse_adam(in_backward=True)`,
 		`checkpoint("full")`, `checkpoint("selective")`, `checkpoint(every=2)`, `checkpoint(modules=["model.layers.0"])`,
 		`checkpoint(budget=0.5)`, `checkpoint(budget=40 * GiB)`, `checkpoint("full", reentrant=True)`,
 		`checkpoint("full", reentrant=True, input_requires_grad=True)`, `checkpoint("full", early_stop=False)`,

@@ -19,7 +19,7 @@ func TestAxolotlMuon(t *testing.T) {
 		opts:        Options{Overrides: []string{"reinit_weights=null", "fsdp_config=null"}},
 		notModelled: []string{axolotlMuonNote},
 		hand: `load("@stdlib//llm.star", "qwen2")
-plan = train(qwen2("0.5b", attn = "flash"), batch = 1, seq = 8192, precision = "bf16", optimizer = muon(impl = "for-loop"),
+plan = train(qwen2("0.5b", attn = "flash"), batch = 1, seq = 8192, precision = "bf16", optimizer = muon(newton_schulz = "reference", impl = "for-loop"),
              gpu = "H100-80GB")`,
 	}})
 }

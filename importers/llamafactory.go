@@ -88,7 +88,7 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 			"stage %s is not modelled (a reward or PPO run keeps other models and heads)", quoteKey(stage))
 	}
 	for _, k := range []string{"use_unsloth", "use_unsloth_gc", "use_galore", "use_apollo", "use_badam", "use_kt", "use_llama_pro",
-		"pissa_init", "use_mca", "use_muon", "use_adam_mini", "shift_attn", "neat_packing"} {
+		"pissa_init", "use_mca", "use_adam_mini", "shift_attn", "neat_packing"} {
 		if on, err := t.boolean(k, false); err != nil {
 			return nil, err
 		} else if on {
@@ -144,6 +144,9 @@ func llamaFactoryPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	run := hfRun{kbitNormsFP32: upcastNorms, adaptersInBaseDtype: pure}
+	if run.optimizer, err = llamaFactoryMuon(t); err != nil {
+		return nil, err
+	}
 	switch stage {
 	case "dpo":
 		if run.preference, err = llamaFactoryDPO(t, kind, pure); err != nil {

@@ -65,6 +65,26 @@ func TestMuonPlan(t *testing.T) {
 	if a, b := optimizer(tenR), optimizer(five); a <= b {
 		t.Errorf("ns_steps 10 steps in %g s, 5 in %g s: five more iterations should take longer", a, b)
 	}
+	// The reference form: the same state, three [1,024, 2,816] bf16 tensors
+	// more at the step's peak, five more kernels an iteration.
+	ref := muon
+	ref.NS = core.MuonReference
+	refR := eval(ref, "bf16-mixed")
+	if refR.States.Optimizer != five.States.Optimizer {
+		t.Errorf("reference form's state %d B, torch's %d", refR.States.Optimizer, five.States.Optimizer)
+	}
+	if a, b := optimizer(refR), optimizer(five); a <= b {
+		t.Errorf("the reference form steps in %g s, torch's in %g s: its elementwise kernels should take longer", a, b)
+	}
+	found := false
+	for _, e := range refR.Trace.Events {
+		if strings.Contains(e.Tensor, "muon B @ X") && e.Size == units.BF16.Bytes(hidden*ffn) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no [%d, %d] bf16 B @ X in the reference form's step", hidden, ffn)
+	}
 }
 
 // TestMuonRefusedSharded: Muon orthogonalizes whole matrices; memsh

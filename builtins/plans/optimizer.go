@@ -48,6 +48,9 @@ func (x Optimizer) String() string {
 		if x.o.NSSteps != core.MuonDefaultNSSteps {
 			args = append(args, "ns_steps="+strconv.Itoa(x.o.NSSteps))
 		}
+		if x.o.NS != "" {
+			args = append(args, fmt.Sprintf("newton_schulz=%q", x.o.NS))
+		}
 	}
 	if x.o.Impl != "" && x.o.Impl != "foreach" {
 		args = append(args, fmt.Sprintf("impl=%q", x.o.Impl))
@@ -62,7 +65,7 @@ func (x Optimizer) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bo
 	return compareEqual(op, x.o == y.(Optimizer).o, "optimizers")
 }
 
-var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum", "nesterov", "ns_steps"}
+var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum", "nesterov", "newton_schulz", "ns_steps"}
 
 func (x Optimizer) AttrNames() []string { return optimizerAttrNames }
 
@@ -83,6 +86,14 @@ func (x Optimizer) Attr(name string) (starlark.Value, error) {
 		return starlark.Bool(x.o.Nesterov), nil
 	case "ns_steps":
 		return starlark.MakeInt(x.o.NSSteps), nil
+	case "newton_schulz":
+		if x.o.Kind != core.Muon {
+			return starlark.None, nil
+		}
+		if x.o.NS == "" {
+			return starlark.String("torch"), nil
+		}
+		return starlark.String(x.o.NS), nil
 	}
 	return nil, nil
 }
@@ -152,13 +163,16 @@ var optimizerDocs = []struct {
 			"a full vector for 1-D tensors)."},
 	{core.Lion, "lion(in_backward=False)",
 		"Lion: one momentum buffer per parameter, updated in place."},
-	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, impl=\"foreach\")",
+	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, newton_schulz=\"torch\", impl=\"foreach\")",
 		"Muon (torch.optim.Muon, PyTorch 2.9+) on the 2-D weight matrices other than the embedding and the output " +
 			"head, with AdamW on the rest (embeddings, head, norms, biases, 3-D expert weights), as Muon recipes run it: " +
 			"one momentum buffer per matrix (4 bytes/param in fp32), AdamW's two moments elsewhere. Muon steps one matrix at " +
 			"a time: its transient peak is the largest matrix's Newton-Schulz iteration (the Nesterov update, a bf16 copy, " +
 			"two k x k Gram matrices, k the smaller dimension, and the next iterate), and its time adds 3 x ns_steps " +
-			"matrix products per matrix. impl is its AdamW's (\"foreach\", \"fused\" or \"for-loop\"). On one GPU or " +
+			"matrix products per matrix. newton_schulz is the iteration's form: \"torch\" (torch.optim.Muon's addmm) or " +
+			"\"reference\" (K. Jordan's expressions B = b*A + c*A@A, X = a*X + B@X, as Moonlight, LLaMA-Factory's use_muon and " +
+			"Axolotl copy them: three k x n bf16 tensors alive at once more, five more elementwise kernels an iteration). " +
+			"impl is its AdamW's (\"foreach\", \"fused\" or \"for-loop\"). On one GPU or " +
 			"data parallel only: sharded layouts (zero=, fsdp=, tp=, ...) are refused."},
 	{core.SparseAdam, "sparse_adam(in_backward=False)",
 		"SparseAdam (torch.optim.SparseAdam): two moments, updated only on the rows read this step (for sparse tables)."},
@@ -179,6 +193,7 @@ func OptimizerBuiltins() []host.Builtin {
 func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	o := defaultOptimizer(kind)
 	var momentum, fused starlark.Value
+	ns := "torch"
 	pairs := []any{"in_backward?", &o.InBackward}
 	switch kind {
 	case core.SGD:
@@ -186,13 +201,19 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 	case core.Adam, core.AdamW:
 		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
 	case core.Muon:
-		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "impl?", &o.Impl, "fused?", &fused}
+		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "newton_schulz?", &ns, "impl?", &o.Impl, "fused?", &fused}
 	}
 	if err := AliasedKeyword(b.Name(), kwargs, optimizerAlias); err != nil {
 		return nil, err
 	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...); err != nil {
 		return nil, err
+	}
+	if kind == core.Muon && ns != "torch" { // "" is core's torch: o.Validate refuses other names
+		if ns == "" {
+			return nil, fmt.Errorf(`newton_schulz "" is not a form memsh knows: "torch" or "reference"`)
+		}
+		o.NS = ns
 	}
 	if momentum != nil {
 		m, err := host.AsFloat(momentum, "momentum")

@@ -31,6 +31,23 @@ import (
 // The step's transient memory is the largest matrix's, at the last addmm
 // of an iteration: update, X, gram, gram_update and the new X alive at
 // once (MuonStepTemporaries).
+//
+// K. Jordan's reference implementation (KellerJordan/Muon muon.py), which
+// Moonshot's Moonlight, LLaMA-Factory's use_muon
+// (src/llamafactory/third_party/muon/muon.py at ff6d4d12e) and Axolotl's
+// contribs copy, writes the iteration as expressions (NS "reference"):
+//
+//	X = G.bfloat16(); X = X / (X.norm() + eps)
+//	A = X @ X.T
+//	B = b * A + c * A @ A
+//	X = a * X + B @ X
+//
+// so at its last statement A, B, a * X, B @ X and their sum are alive
+// beside X: three k x N bf16 tensors more where torch's addmm makes one,
+// and five more elementwise kernels an iteration. Its Nesterov update is
+// g.add(buf, alpha=momentum), a new tensor as torch's lerp is.
+//
+// tools/oracle/muon_step.py measures both forms' live tensors on the CPU.
 
 // MuonDefaultNSSteps is torch.optim.Muon's ns_steps default.
 const MuonDefaultNSSteps = 5
@@ -67,11 +84,36 @@ func (o Optimizer) MuonStepTemporaries(p *ParamInfo, grad units.DType) []MuonTem
 	if o.Nesterov {
 		out = append(out, MuonTemporary{"update", []int64{p.Shape[0], p.Shape[1]}, grad})
 	}
+	if o.NS == MuonReference {
+		return append(out,
+			MuonTemporary{"X", []int64{k, n}, units.BF16},
+			MuonTemporary{"A", []int64{k, k}, units.BF16},
+			MuonTemporary{"B", []int64{k, k}, units.BF16},
+			MuonTemporary{"a * X", []int64{k, n}, units.BF16},
+			MuonTemporary{"B @ X", []int64{k, n}, units.BF16},
+			MuonTemporary{"X next", []int64{k, n}, units.BF16})
+	}
 	return append(out,
 		MuonTemporary{"X", []int64{k, n}, units.BF16},
 		MuonTemporary{"gram", []int64{k, k}, units.BF16},
 		MuonTemporary{"gram_update", []int64{k, k}, units.BF16},
 		MuonTemporary{"X next", []int64{k, n}, units.BF16})
+}
+
+// MuonReference is NS's value for K. Jordan's reference form.
+const MuonReference = "reference"
+
+// MuonIterationPointwise is the elementwise work of one Newton-Schulz
+// iteration of a parameter of shape s: kernels, and elements read plus
+// written. torch's addmm form has none (the scaled sums are the GEMMs'
+// epilogues); the reference form computes b * A, c * (A @ A) and their
+// sum, a * X and its sum with B @ X.
+func (o Optimizer) MuonIterationPointwise(s []int64) (kernels, elements int64) {
+	if o.NS != MuonReference {
+		return 0, 0
+	}
+	k, n := muonDims(s)
+	return 5, (2+2+3)*k*k + (2+3)*k*n
 }
 
 // MuonGEMMs are one Newton-Schulz iteration's matrix products of a
@@ -94,10 +136,13 @@ func muonDims(s []int64) (k, n int64) {
 // them.
 func (o Optimizer) validateMuon() error {
 	if o.Kind != Muon {
-		if o.NSSteps != 0 || o.Nesterov {
-			return fmt.Errorf("ns_steps and nesterov are Muon's (muon()), not %s's", o.Kind)
+		if o.NSSteps != 0 || o.Nesterov || o.NS != "" {
+			return fmt.Errorf("ns_steps, newton_schulz and nesterov are Muon's (muon()), not %s's", o.Kind)
 		}
 		return nil
+	}
+	if o.NS != "" && o.NS != MuonReference {
+		return fmt.Errorf("newton_schulz %q is not a form memsh knows: \"torch\" (torch.optim.Muon's addmm) or \"reference\" (K. Jordan's expressions)", o.NS)
 	}
 	if o.NSSteps < 1 || o.NSSteps >= 100 { // torch: "Number of steps must be less than 100"
 		return fmt.Errorf("ns_steps must be in [1, 100) (got %d): torch.optim.Muon refuses 100 or more", o.NSSteps)

@@ -20,8 +20,20 @@ import (
 //	384 x 640 fp32, nesterov, 1 step     2,555,904 B
 //
 // and the state: one momentum_buffer of the gradient's shape and dtype.
+// The reference form (LLaMA-Factory's copy of K. Jordan's muon.py,
+// src/llamafactory/third_party/muon/muon.py at ff6d4d12e, passed to the
+// oracle: muon_step.py lf_muon.py) holds a * X, B @ X and their sum beside
+// X, A and B at its peak:
+//
+//	256 x 1024 fp32, nesterov, 5 steps   3,407,872 B: add [256,1024] fp32, div, mul, mm, add [256,1024] bf16, mm and add [256,256] bf16
+//	1024 x 256 fp32                      3,407,872 B
+//	512 x 512 bf16                       3,670,016 B: seven [512,512] bf16 (G.bfloat16() of a bf16 update is no copy)
+//	256 x 1024 fp32, no nesterov         2,359,296 B
+//	384 x 640 fp32, 1 step               3,538,944 B
+//	256 x 1024 bf16, nesterov            2,883,584 B
 func TestMuonStepTemporariesAsTorch(t *testing.T) {
 	for _, c := range []struct {
+		ns         string
 		rows, cols int64
 		dt         units.DType
 		nesterov   bool
@@ -29,13 +41,19 @@ func TestMuonStepTemporariesAsTorch(t *testing.T) {
 		peak       int64
 		iterate    []int64
 	}{
-		{256, 1024, units.FP32, true, 5, 2_359_296, []int64{256, 1024}},
-		{1024, 256, units.FP32, true, 5, 2_359_296, []int64{256, 1024}},
-		{512, 512, units.BF16, true, 5, 2_621_440, []int64{512, 512}},
-		{256, 1024, units.FP32, false, 5, 1_310_720, []int64{256, 1024}},
-		{384, 640, units.FP32, true, 1, 2_555_904, []int64{384, 640}},
+		{"", 256, 1024, units.FP32, true, 5, 2_359_296, []int64{256, 1024}},
+		{"", 1024, 256, units.FP32, true, 5, 2_359_296, []int64{256, 1024}},
+		{"", 512, 512, units.BF16, true, 5, 2_621_440, []int64{512, 512}},
+		{"", 256, 1024, units.FP32, false, 5, 1_310_720, []int64{256, 1024}},
+		{"", 384, 640, units.FP32, true, 1, 2_555_904, []int64{384, 640}},
+		{MuonReference, 256, 1024, units.FP32, true, 5, 3_407_872, []int64{256, 1024}},
+		{MuonReference, 1024, 256, units.FP32, true, 5, 3_407_872, []int64{256, 1024}},
+		{MuonReference, 512, 512, units.BF16, true, 5, 3_670_016, []int64{512, 512}},
+		{MuonReference, 256, 1024, units.FP32, false, 5, 2_359_296, []int64{256, 1024}},
+		{MuonReference, 384, 640, units.FP32, true, 1, 3_538_944, []int64{384, 640}},
+		{MuonReference, 256, 1024, units.BF16, true, 5, 2_883_584, []int64{256, 1024}},
 	} {
-		o := Optimizer{Kind: Muon, Momentum: 0.95, Nesterov: c.nesterov, NSSteps: c.steps}
+		o := Optimizer{Kind: Muon, Momentum: 0.95, Nesterov: c.nesterov, NSSteps: c.steps, NS: c.ns}
 		if err := o.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +64,7 @@ func TestMuonStepTemporariesAsTorch(t *testing.T) {
 			peak += tm.DType.Bytes(Numel(tm.Shape))
 		}
 		if peak != c.peak {
-			t.Errorf("%dx%d %s nesterov=%v: step peak %d B, torch %d", c.rows, c.cols, c.dt, c.nesterov, peak, c.peak)
+			t.Errorf("%q %dx%d %s nesterov=%v: step peak %d B, torch %d", c.ns, c.rows, c.cols, c.dt, c.nesterov, peak, c.peak)
 		}
 		if last := temps[len(temps)-1]; last.Shape[0] != c.iterate[0] || last.Shape[1] != c.iterate[1] {
 			t.Errorf("%dx%d: the next iterate is %v, torch's %v", c.rows, c.cols, last.Shape, c.iterate)
@@ -97,6 +115,8 @@ func TestMuonErrors(t *testing.T) {
 		{Optimizer{Kind: Muon, NSSteps: 100}, "refuses 100 or more"},
 		{Optimizer{Kind: Muon, NSSteps: 5, InBackward: true}, "in the backward is not modelled"},
 		{Optimizer{Kind: AdamW, NSSteps: 5}, "are Muon's"},
+		{Optimizer{Kind: AdamW, NS: MuonReference}, "are Muon's"},
+		{Optimizer{Kind: Muon, NSSteps: 5, NS: "polar"}, `newton_schulz "polar" is not a form memsh knows`},
 		{Optimizer{Kind: SGD, Nesterov: true}, "are Muon's"},
 	} {
 		err := c.o.Validate()

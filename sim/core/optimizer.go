@@ -41,8 +41,10 @@ type Optimizer struct {
 	Momentum   float64
 	Impl       string // foreach | fused | for-loop (Muon: its AdamW's, muon.go)
 	InBackward bool   // per-parameter step as soon as its gradient is complete
-	// Muon's Newton-Schulz iterations and Nesterov momentum (muon.go).
+	// Muon's Newton-Schulz iterations, their form ("" for torch's,
+	// "reference") and Nesterov momentum (muon.go).
 	NSSteps  int
+	NS       string
 	Nesterov bool
 }
 

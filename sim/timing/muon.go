@@ -11,8 +11,9 @@ import (
 // Nesterov lerp, the bf16 copy, the norm and its clamp, div_, the
 // weight's mul_ and add_; seven without Nesterov) and three matrix
 // products a Newton-Schulz iteration, each priced as the GEMM it is (bf16
-// operands and output). Its AdamW steps the other parameters as
-// optimizer.go prices AdamW.
+// operands and output), with K. Jordan's reference form five elementwise
+// kernels more an iteration (core.Optimizer.MuonIterationPointwise). Its
+// AdamW steps the other parameters as optimizer.go prices AdamW.
 
 // MuonWork is Muon's step of its matrices on one GPU.
 type MuonWork struct {
@@ -35,7 +36,9 @@ func (w *OptimizerWork) addMuon(plan *core.Plan, p *core.ParamInfo, b float64) {
 		ops = 7
 	}
 	steps := float64(plan.Optimizer.NSSteps)
-	w.Muon.Kernels += ops + 3*steps
+	pk, pe := plan.Optimizer.MuonIterationPointwise(p.Shape) // the reference form's scaled sums
+	w.Muon.Kernels += ops + steps*float64(3+pk)
+	w.Muon.Traffic += steps * float64(units.BF16.Bytes(pe))
 	for _, g := range core.MuonGEMMs(p.Shape) {
 		t, _ := gemmTime(&plan.Device, units.BF16, 1, float64(g[0]), float64(g[1]), float64(g[2]), 2, 2)
 		w.Muon.GEMM += steps * t
