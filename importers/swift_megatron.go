@@ -147,6 +147,11 @@ const megatronSwiftTransformers = "4.57.1"
 // hf_config's "flash"; unfused and local do ("eager"); auto lets TE pick
 // (flash or fused on these GPUs).
 func megatronSwiftAttention(t *tree) (string, error) {
+	// ms-swift 3.x's use_flash_attn (Megatron-LM's --use-flash-attn, its
+	// attention_backend then auto): flash either way on these GPUs
+	if _, err := t.boolean("use_flash_attn", false); err != nil {
+		return "", err
+	}
 	b, err := t.str("attention_backend", "flash")
 	if err != nil {
 		return "", err

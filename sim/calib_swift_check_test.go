@@ -14,6 +14,7 @@ import (
 	"github.com/memsh/memsh/lang"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // TestMegatronSwiftCheck is the differential test of memsh check's
@@ -36,11 +37,16 @@ func TestMegatronSwiftCheck(t *testing.T) {
 		row    string // TestMegatronSwiftCalibration's row
 		script string // under importers/testdata/swift
 		model  string // the model's config.json under testdata/hf
+		nodes  int64  // the job's nodes (0: one)
 		// release sets what the row's software says and the command does not
 		release func(p *core.Plan)
 		// checkpoint is what memsh check reads of the recompute, where the
 		// row replays another ("": the row's)
 		checkpoint string
+		// overrides are memsh check's key=value settings: what a 3.x
+		// script leaves to its mcore checkpoint (--load X-mcore names
+		// no model) or to its cluster's environment
+		overrides []string
 	}{
 		// moe/moe.sh at v4.5.2 is c3f3ca4a4's (ms-swift 3.7.0.dev0,
 		// core_r0.13.0) with 4.x's names: "8 * 57GiB, 2.95s/it"
@@ -64,10 +70,45 @@ func TestMegatronSwiftCheck(t *testing.T) {
 		// 9.04). Compared at the row's setting.
 		{row: "Qwen2.5-14B, tp 4, dp 2", script: "megatron_base_to_chat.sh", model: "qwen2.5-14b.json", checkpoint: "selective",
 			release: func(p *core.Plan) { p.ExpandableSegments = false; p.Parallel.LossDPGroup = true }},
+		// ms-swift 3.x's own scripts of the other rows (--load X-mcore:
+		// the model by model=), read under v4.5.2's defaults: what 3.x and
+		// its Megatron-Core had otherwise is set with its reason.
+		// moe/moe.sh at ea23c5e9d ("pp2ep4: 7 * 73GiB, 2.5s/it";
+		// 3.6.0.dev0, core_r0.12.0: its loss group and unpermute); its
+		// selective recompute as base_to_chat's above.
+		{row: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4, no recompute", script: "megatron3_moe_pp2.sh", model: "qwen1.5-moe-a2.7b.json",
+			checkpoint: "selective", overrides: []string{"model=Qwen/Qwen1.5-MoE-A2.7B"}, release: core012},
+		// moe.sh at 8d95f8c9c ("8 * 65GiB", 3.4.0.dev0): no
+		// expert_tensor_parallel_size argument, so Megatron's default, tp;
+		// the row keeps June's fp32 router (calib_swift_moe_sources_test.go),
+		// v4.5.2's default too
+		{row: "Qwen1.5-MoE-A2.7B, tp 2, ep 4, dp 4, no recompute", script: "megatron3_moe_tp2.sh", model: "qwen1.5-moe-a2.7b.json",
+			checkpoint: "selective", overrides: []string{"model=Qwen/Qwen1.5-MoE-A2.7B"}, release: func(p *core.Plan) { core012(p); p.Parallel.ETP = p.Parallel.TP }},
+		// qwen3_moe.sh at ad907793e (3.4.0.dev0, core_r0.11.0): expert tp
+		// as above, no router dtype argument (Megatron's None: the input's
+		// dtype); DLC's two nodes of 8 GPUs (the best practice's text; the
+		// script's NNODES=$WORLD_SIZE is DLC's)
+		{row: "Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes", script: "megatron3_qwen3_moe.sh", model: "qwen3-30b-a3b.json", nodes: 2,
+			overrides: []string{"model=Qwen/Qwen3-30B-A3B-Base", "env.NNODES=2", "env.NPROC_PER_NODE=8"},
+			release: func(p *core.Plan) {
+				core012(p)
+				p.Parallel.ETP = p.Parallel.TP
+				p.Parallel.RouterDType = units.InvalidDType
+			}},
+		// moe/deepseek_v3.sh at 9052fc057 ("8 * 56GiB", 3.6.0.dev0,
+		// core_r0.12.0): expert tp as above, the router in bf16 (the row's
+		// reading of that release's default)
+		{row: "Moonlight-16B-A3B, tp 2, ep 4, dp 4", script: "megatron3_deepseek_v3_tp2.sh", model: "moonlight-16b-a3b-instruct.json",
+			overrides: []string{"model=moonshotai/Moonlight-16B-A3B-Instruct"},
+			release: func(p *core.Plan) {
+				core012(p)
+				p.Parallel.ETP = p.Parallel.TP
+				p.Parallel.RouterDType = units.InvalidDType
+			}},
 	} {
 		t.Run(tc.row, func(t *testing.T) {
 			want := sim.MegatronSwiftRowPlan(t, tc.row)
-			got := importedPlan(t, tc.script, tc.model)
+			got := importedPlan(t, tc.script, tc.model, max(tc.nodes, 1), tc.overrides)
 			rt, _ := core.LookupRuntime("cuda-2.6")
 			got.Runtime = rt                        // torch 2.6 (calib_swift_moe_test.go)
 			got.RuntimeMemory.NCCLConnect = "eager" // NCCL 2.21.5, torch 2.6's
@@ -81,6 +122,9 @@ func TestMegatronSwiftCheck(t *testing.T) {
 			if tc.checkpoint != "" {
 				if s := got.Checkpoint.String(); s != tc.checkpoint {
 					t.Errorf("checkpoint: memsh check reads %s, want %s", s, tc.checkpoint)
+				}
+				if r, err := sim.Evaluate(got, core.Options{}); err == nil {
+					t.Logf("with the script's %s recompute: %.2f GiB, %.3f s", tc.checkpoint, sim.FullestGiB(r), r.Time.StepSeconds)
 				}
 				got.Checkpoint = want.Checkpoint
 			}
@@ -123,9 +167,14 @@ func TestMegatronSwiftCheck(t *testing.T) {
 	}
 }
 
+// core012 is what Megatron-Core before 0.13 ran as 0.13 does not: the
+// loss all-reduced over a group of its own, the unpermute weighting and
+// keeping the experts' outputs (calib_swift_moe_test.go).
+func core012(p *core.Plan) { p.Parallel.LossDPGroup, p.Parallel.UnpermuteProbs = true, true }
+
 // importedPlan is memsh check's plan of an ms-swift script on 8
 // A100-80GB, the model's config.json handed as --model.
-func importedPlan(t *testing.T, script, model string) *core.Plan {
+func importedPlan(t *testing.T, script, model string, nodes int64, overrides []string) *core.Plan {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "importers", "testdata", "swift", script))
 	if err != nil {
@@ -135,7 +184,7 @@ func importedPlan(t *testing.T, script, model string) *core.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := importers.Import(script, data, importers.Options{GPU: "A100-80GB", GPUs: 8, Nodes: 1, Model: "config.json", ModelData: cfg})
+	res, err := importers.Import(script, data, importers.Options{GPU: "A100-80GB", GPUs: 8, Nodes: nodes, Model: "config.json", ModelData: cfg, Overrides: overrides})
 	if err != nil {
 		t.Fatal(err)
 	}
