@@ -91,6 +91,12 @@ func axolotlGRPO(t *tree, adapter string, seq int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if _, ok := t.leaves["trl.generation_batch_size"]; ok && !useVLLM {
+		// transformers' generate, replayed before the step, over one
+		// process's share of the generation batch (docs/grpo.md)
+		return "", t.errorf("trl.generation_batch_size", hint+"; in Starlark grpo(steps_per_generation = generation_batch_size / (micro_batch_size x processes))",
+			"not modelled with rl grpo without vLLM: it counts every process's prompts, and the generation memsh replays is one process's")
+	}
 	if useVLLM {
 		mode, err := t.str("trl.vllm_mode", "colocate")
 		if err != nil {

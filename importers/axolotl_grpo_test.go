@@ -52,6 +52,8 @@ func TestAxolotlGRPOErrors(t *testing.T) {
 			want: "r.yml:11: key trl.max_completion_length: GRPO's rows are each prompt and its completion, which sequence_len does not bound (Axolotl passes it to no GRPOConfig key): say --seq", wantHint: "--seq N"},
 		{name: "a full fine-tune's reference copy", file: "r.yml", config: base + "rl: grpo\ntrl:\n  max_completion_length: 512\n  beta: 0.04\n", opts: o,
 			want: "r.yml:5: key rl: not modelled: rl grpo with beta > 0 without an adapter (GRPOTrainer loads its reference copy in fp32, create_model_from_path's default, beside the policy)", wantHint: "adapter: lora"},
+		{name: "generation batch size without vLLM", file: "r.yml", config: lora + "trl:\n  max_completion_length: 512\n  generation_batch_size: 32\n", opts: o,
+			want: "r.yml:12: key trl.generation_batch_size: not modelled with rl grpo without vLLM: it counts every process's prompts, and the generation memsh replays is one process's", wantHint: "steps_per_generation"},
 		{name: "Liger's loss", file: "r.yml", config: lora + "trl:\n  max_completion_length: 512\n  use_liger_loss: true\n", opts: o,
 			want: "r.yml:12: key trl.use_liger_loss: not modelled with rl grpo: Liger's fused GRPO loss", wantHint: "docs/grpo.md"},
 		{name: "the async trainer", file: "r.yml", config: lora + "trl:\n  max_completion_length: 512\n  use_data_producer: true\n", opts: o,

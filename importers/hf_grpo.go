@@ -96,7 +96,11 @@ func hfGRPO(t *tree) (out string, err error) {
 		return "", err
 	}
 	if !useVLLM {
-		return "grpo(" + strings.Join(args, ", ") + ")", nil
+		gen, err := hfGRPOGeneration(t)
+		if err != nil {
+			return "", err
+		}
+		return "grpo(" + strings.Join(append(args, gen...), ", ") + ")", nil
 	}
 	mode, err := t.str("vllm_mode", "colocate")
 	if err != nil {
@@ -125,6 +129,36 @@ func hfGRPO(t *tree) (out string, err error) {
 		args = append(args, "sleep = True")
 	}
 	return "grpo(" + strings.Join(args, ", ") + ")", nil
+}
+
+// hfGRPOGeneration reads what shapes transformers' generate (use_vllm
+// False), which memsh replays before the step (docs/grpo.md): its
+// steps_per_generation (None: gradient_accumulation_steps, grpo()'s
+// default) and ds3_gather_for_generation (True). generation_batch_size
+// counts the prompts of every process, whose number the config does not
+// say where the generation is read: refused, with the
+// steps_per_generation it stands for.
+func hfGRPOGeneration(t *tree) ([]string, error) {
+	var out []string
+	if _, ok := t.leaves["generation_batch_size"]; ok {
+		return nil, t.errorf("generation_batch_size", "say steps_per_generation = generation_batch_size / (per_device_train_batch_size x processes) instead (GRPOConfig's __post_init__ computes it so)",
+			"not read: it counts every process's prompts, and the generation memsh replays is one process's")
+	}
+	if _, ok := t.leaves["steps_per_generation"]; ok {
+		n, err := t.integer("steps_per_generation", 0, 1, 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("steps_per_generation = %d", n))
+	}
+	gather, err := t.boolean("ds3_gather_for_generation", true)
+	if err != nil {
+		return nil, err
+	}
+	if !gather {
+		out = append(out, "ds3_gather = False")
+	}
+	return out, nil
 }
 
 // hfGRPORelease is the grpo(trl=) spelling of memsh.trl's release

@@ -104,8 +104,9 @@ func vocabLiveBackward(t *testing.T, p *core.Plan) (int64, string) {
 // ends with: Llama 3 8B's 32 layers x keys and values x 8 key-value heads
 // x 128 x bf16 = 131,072 bytes a token, for batch x steps_per_generation
 // completions (grad_accum by default). Replayed (phase generation) on one
-// GPU, where the last decode forward takes it to seq - 1 tokens; not
-// replayed under ZeRO-3 (the note gives it at seq tokens); none is named
+// GPU and under ZeRO-3 (with the whole policy gathered), where the last
+// decode forward takes it to seq - 1 tokens; not replayed under FSDP2
+// (zero -1 here: the note gives it at seq tokens); none is named
 // under vLLM, whose engine generates. LoRA, so that the optimizer's step
 // is small.
 func TestGRPOGenerationKV(t *testing.T) {
@@ -119,15 +120,19 @@ func TestGRPOGenerationKV(t *testing.T) {
 		{4, 0, 0, "", "generation batch's 32 prompts (per_device_train_batch_size x steps_per_generation) of 512 prompt tokens, the KV cache grown to 1535 tokens (6.00 GiB)", "step"},
 		{1, 16, 0, "", "generation batch's 128 prompts", "generation"}, // 24 GiB of cache and the weights, over the step's peak
 		{16, 0, 0, "", "generation batch's 128 prompts", "generation"},
-		{4, 0, 3, "", "not replayed: its KV cache ends at 6.00 GiB for the generation batch's 32 completions of 1536 tokens", "step"},
+		{4, 0, 3, "", "the KV cache grown to 1535 tokens (6.00 GiB), the sampler's fp32 [rows, vocabulary] tensors, beside the weights and optimizer state, without gradients; under ZeRO-3 every weight of the policy gathered whole for it (unwrap_model_for_generation's deepspeed.zero.GatheredParameters, ds3_gather_for_generation's default): 14.98 GiB on each GPU", "generation"},
+		{4, 0, -1, "", "not replayed: its KV cache ends at 6.00 GiB for the generation batch's 32 completions of 1536 tokens", "step"}, // FSDP2
 		{1, 0, 0, core.VLLMServer, "", "step"},
 	} {
 		m := testmodels.Llama(4096, 32, 32, 8, 14336, 128256, "flash")
 		p := testmodels.LlamaPlan(m, 8, 1536, "bf16", "full", "H100-80GB")
 		p.GradAccum = c.accum
 		p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"q", "k", "v", "o"}}
-		if c.zero > 0 {
+		switch {
+		case c.zero > 0:
 			p.Parallel = core.Parallelism{DP: 8, Zero: c.zero}
+		case c.zero < 0:
+			p.Parallel = core.Parallelism{DP: 8, FSDP: true}
 		}
 		p.Preference = &core.Preference{Trainer: core.TrainerTRL, TRL: core.TRLFusedHead, Loss: core.LossGRPO, Reference: core.RefNone,
 			GRPOConfig: core.GRPOConfig{Completion: 1024, VLLM: c.vllm, StepsPerGeneration: c.steps}}
@@ -142,5 +147,28 @@ func TestGRPOGenerationKV(t *testing.T) {
 		if got := r.PeakAt.Phase.String(); (got == "generation") != (c.phase == "generation") {
 			t.Errorf("accum %d, steps %d, zero %d, vllm %q: peak in %s, want %s", c.accum, c.steps, c.zero, c.vllm, got, c.phase)
 		}
+	}
+}
+
+// With ds3_gather_for_generation False ZeRO-3's generation gathers a
+// module at a time through its hooks: not replayed, and the note says so.
+func TestGRPOGenerationNoDS3Gather(t *testing.T) {
+	m := testmodels.Llama(4096, 32, 32, 8, 14336, 128256, "flash")
+	p := testmodels.LlamaPlan(m, 8, 1536, "bf16", "full", "H100-80GB")
+	p.GradAccum = 4
+	p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"q", "k", "v", "o"}}
+	p.Parallel = core.Parallelism{DP: 8, Zero: 3}
+	p.Preference = &core.Preference{Trainer: core.TrainerTRL, TRL: core.TRLFusedHead, Loss: core.LossGRPO, Reference: core.RefNone,
+		GRPOConfig: core.GRPOConfig{Completion: 1024, NoDS3Gather: true}}
+	r, err := Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := strings.Join(r.Notes, "\n")
+	if want := "not replayed: its KV cache ends at 6.00 GiB"; !strings.Contains(note, want) || !strings.Contains(note, "ds3_gather_for_generation False") {
+		t.Errorf("notes %q, want %q and ds3_gather_for_generation False", note, want)
+	}
+	if r.PeakAt.Phase.String() == "generation" {
+		t.Error("the generation replayed with ds3_gather_for_generation False")
 	}
 }

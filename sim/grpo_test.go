@@ -258,9 +258,10 @@ func TestGRPORefused(t *testing.T) {
 
 // TestGRPOGenerationNote: under ZeRO-3, transformers' generate runs on the
 // whole policy, gathered (TRL's unwrap_model_for_generation with
-// ds3_gather_for_generation): the note gives its weights' bytes, every
-// parameter's full size in bf16; without ZeRO-3, or with vLLM, it does
-// not speak of a gather.
+// ds3_gather_for_generation, replayed): the note gives its weights' bytes,
+// every parameter's full size in bf16; without ZeRO-3, with
+// ds3_gather_for_generation False or with vLLM, it does not speak of a
+// gather.
 func TestGRPOGenerationNote(t *testing.T) {
 	p := grpoPlan(core.GRPOConfig{Completion: 256})
 	prog, err := p.LowerProgram()
@@ -271,7 +272,7 @@ func TestGRPOGenerationNote(t *testing.T) {
 	for _, pi := range prog.Params {
 		whole += units.BF16.Bytes(pi.FullNumel)
 	}
-	gather := "gathers every weight of the policy at once"
+	gather := "deepspeed.zero.GatheredParameters"
 	for _, tc := range []struct {
 		name string
 		edit func(p *core.Plan)
@@ -280,6 +281,9 @@ func TestGRPOGenerationNote(t *testing.T) {
 		{"one gpu", func(p *core.Plan) {}, ""},
 		{"zero-2", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 4, Zero: 2} }, ""},
 		{"zero-3", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 4, Zero: 3} }, units.FormatBytes(whole) + " on each GPU"},
+		{"zero-3, ds3_gather_for_generation False", func(p *core.Plan) {
+			p.Parallel, p.Preference.GRPOConfig.NoDS3Gather = core.Parallelism{DP: 4, Zero: 3}, true
+		}, ""},
 		{"zero-3, vllm server", func(p *core.Plan) {
 			p.Parallel, p.Preference.GRPOConfig.VLLM = core.Parallelism{DP: 4, Zero: 3}, core.VLLMServer
 		}, ""},

@@ -160,13 +160,17 @@ func (b *Builder) sample(logits, lastLogits, lastProbs Value) (Value, Value, Val
 }
 
 // GenerationReplayed reports whether the step replays its generation
-// phase (Generates, and a layout whose weights are whole on each GPU:
-// one GPU, DDP, ZeRO-1 and 2). Under ZeRO-3 TRL gathers every weight of
-// the policy for the generation (unwrap_model_for_generation with
-// ds3_gather_for_generation), under FSDP2 generate's forwards gather a
-// unit at a time as the training forward does, and offload moves the
+// phase: Generates, on one GPU, DDP, ZeRO-1 and 2 (the weights whole on
+// each GPU) and ZeRO-3 (TRL gathers every weight of the policy for the
+// generation: unwrap_model_for_generation with ds3_gather_for_generation,
+// replay's gatherForGeneration), without quantized weights there and
+// unless ds3_gather_for_generation is False (GRPOConfig.NoDS3Gather:
+// generate's forwards gather a module at a time through ZeRO-3's hooks). Under
+// FSDP2 generate's forwards gather a unit at a time as the training
+// forward does, FSDP1 summons the root's parameters, offload moves the
 // weights: not replayed there (sim's note says what it leaves out).
 func (p *Plan) GenerationReplayed() bool {
 	par := p.Parallel.Norm()
-	return p.Generates() && !par.FSDP && par.Zero < 3 && p.Offload == nil && p.PipeStage == nil
+	z3 := par.Zero >= 3
+	return p.Generates() && !par.FSDP && (!z3 || p.Quant == "" && !p.Preference.GRPOConfig.NoDS3Gather) && p.Offload == nil && p.PipeStage == nil
 }

@@ -86,6 +86,11 @@ type GRPOConfig struct {
 	// rows a process, generation.go); 0 is GRPOConfig's default,
 	// gradient_accumulation_steps (Plan.GradAccum).
 	StepsPerGeneration int64
+	// NoDS3Gather: ds3_gather_for_generation=False: under ZeRO-3 the
+	// generation runs through ZeRO-3's module hooks, a module gathered at a
+	// time, instead of the whole policy gathered (not replayed then:
+	// Plan.GenerationReplayed).
+	NoDS3Gather bool
 }
 
 // GRPO reports whether pr is TRL's GRPOTrainer.
@@ -212,8 +217,8 @@ func (b *Builder) referenceCopy() {
 
 // GRPOCall is the grpo(...) call that makes pr, every setting written
 // (the builtin's value prints it; advise writes it): completion, beta,
-// vllm, under "colocate" vllm_memory and sleep, steps_per_generation when
-// set, trl.
+// vllm, under "colocate" vllm_memory and sleep, steps_per_generation and
+// ds3_gather when set, trl.
 func (pr *Preference) GRPOCall() string {
 	g := pr.GRPOConfig
 	s := fmt.Sprintf("grpo(completion=%d, beta=%s", g.Completion, pyFloat(g.Beta))
@@ -229,6 +234,9 @@ func (pr *Preference) GRPOCall() string {
 	}
 	if g.StepsPerGeneration > 0 {
 		s += fmt.Sprintf(", steps_per_generation=%d", g.StepsPerGeneration)
+	}
+	if g.NoDS3Gather {
+		s += ", ds3_gather=False"
 	}
 	return s + fmt.Sprintf(", trl=%q)", pr.TRL)
 }

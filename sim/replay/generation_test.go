@@ -87,3 +87,46 @@ func TestGenerationPassPeak(t *testing.T) {
 		})
 	}
 }
+
+// Under ZeRO-3 the generation runs inside GatheredParameters: its phase
+// rises above DDP's by the whole policy, each parameter in bf16
+// (stage3_param_persistence_threshold 0: no module stays gathered), as
+// deepspeed.zero.GatheredParameters(model.parameters()) holds it; under
+// FSDP2 the phase is not replayed.
+func TestGenerationPassGathersUnderZeRO3(t *testing.T) {
+	rise := func(par core.Parallelism) (int64, bool) {
+		plan := grpoGenPlan(8, 512, 32, 448)
+		plan.Parallel = par
+		prog, err := plan.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(prog, plan, core.Options{Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, peak int64
+		began := false
+		for _, p := range r.Rep.Timeline {
+			if p.Phase == PhaseGeneration {
+				began = true
+				peak = max(peak, p.Allocated)
+			} else if !began {
+				before = p.Allocated
+			}
+		}
+		return peak - before, began
+	}
+	ddp, _ := rise(core.Parallelism{DP: 2})
+	zero3, _ := rise(core.Parallelism{DP: 2, Zero: 3, ParamPersistenceThreshold: core.ZeroSize{N: 0, Set: true}})
+	// embed_tokens and lm_head 1024 x 256, per layer q and o 256 x 256, k and
+	// v 128 x 256, gate, up and down 1024 x 256 (the model has no norms):
+	// bf16, each a multiple of 512 bytes
+	var policy int64 = 2 * (2*1024*256 + 2*(2*256*256+2*128*256+3*1024*256))
+	if zero3 != ddp+policy {
+		t.Errorf("ZeRO-3's generation rises %d B, DDP's %d: %d more, want the policy's %d B", zero3, ddp, zero3-ddp, policy)
+	}
+	if _, replayed := rise(core.Parallelism{DP: 2, FSDP: true}); replayed {
+		t.Error("FSDP2's generation replayed")
+	}
+}

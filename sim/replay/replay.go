@@ -138,12 +138,13 @@ type Replay struct {
 	pending      []Alloc
 	lazyIDs      []int32
 
-	fwdPhase Phase         // the forward's phase: PhaseForward, or PhaseValidation
-	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none
-	valPlan  *core.Plan
-	genProg  *core.Program // GRPO's generation phase to replay before the step's batch, nil = none (generation.go)
-	genPlan  *core.Plan
-	genDone  bool // the generation phase is replayed
+	fwdPhase  Phase         // the forward's phase: PhaseForward, or PhaseValidation
+	valProg   *core.Program // the validation pass to replay before the step's batch, nil = none
+	valPlan   *core.Plan
+	genProg   *core.Program // GRPO's generation phase to replay before the step's batch, nil = none (generation.go)
+	genPlan   *core.Plan
+	genDone   bool    // the generation phase is replayed
+	gatherIDs []int32 // ZeRO-3's parameters gathered for the generation (generation.go), reused
 
 	growth alloc.Growth // the last request no cached block fitted (alloc.Allocator.Grew)
 	grew   bool         // the allocation being made grew the reserve
