@@ -11,7 +11,8 @@ import (
 // batch, with the gradients None (TRL generates at the first micro-batch
 // of a generation batch, after the optimizer step's zero_grad; on one GPU
 // the pass runs before the accumulated gradients of the replayed
-// micro-batch are made). What it allocates is freed when it ends (generate
+// micro-batch are made, and under ZeRO-1 and 2 before theirs; ZeRO-3's
+// gradient partitions are allocated at init and stay). What it allocates is freed when it ends (generate
 // returns the sequences, a few kilobytes, which the batch stands for); its
 // allocations count in the step's peaks, largest allocation and OOM, in
 // phase "generation". Its FLOPs are not part of the step's time.

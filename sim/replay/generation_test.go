@@ -130,3 +130,37 @@ func TestGenerationPassGathersUnderZeRO3(t *testing.T) {
 		t.Error("FSDP2's generation replayed")
 	}
 }
+
+// The generation runs with the gradients None (after the optimizer step's
+// zero_grad): what is live when it begins is the same whether the
+// replayed micro-batch accumulates gradients or not, on one GPU and under
+// ZeRO-1 and 2, whose accumulated gradients are made after it.
+func TestGenerationPassBeforeAccumulatedGradients(t *testing.T) {
+	before := func(accum int64, par core.Parallelism) int64 {
+		plan := grpoGenPlan(2, 512, accum, 448)
+		plan.Parallel = par
+		plan.Preference.GRPOConfig.StepsPerGeneration = 1 // the same generation batch
+		prog, err := plan.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(prog, plan, core.Options{Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var at int64
+		for _, p := range r.Rep.Timeline {
+			if p.Phase == PhaseGeneration {
+				return at
+			}
+			at = p.Allocated
+		}
+		t.Fatalf("accum %d, %+v: no generation phase", accum, par)
+		return 0
+	}
+	for _, par := range []core.Parallelism{{}, {DP: 2}, {DP: 2, Zero: 1}, {DP: 2, Zero: 2}} {
+		if a, b := before(1, par), before(4, par); a != b {
+			t.Errorf("%+v: %d B live before the generation with grad_accum 4, %d with 1", par, b, a)
+		}
+	}
+}

@@ -249,6 +249,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 			return
 		}
 	}
+	r.generationPass() // GRPO's generate, before the accumulated gradients (generation.go)
 	switch {
 	case !r.Plan.GradsPersist():
 	case d.Par.Zero == 2 && d.zg != nil:
