@@ -42,7 +42,8 @@ func TestGRPOErrorHints(t *testing.T) {
 	for _, expr := range []string{
 		`grpo(completion = "1024")`, `grpo(completion = 1024.0)`, `grpo(beta = "0.1")`, `grpo(vllm = True)`,
 		`grpo(vllm = "colocate", vllm_memory = "0.5")`, `grpo(sleep = 1)`, `grpo(trl = 1.15)`, `grpo(foo = 1)`,
-		`grpo(beta = -1)`, `grpo(vllm = "Colocate")`,
+		`grpo(beta = -1)`, `grpo(vllm = "Colocate")`, `grpo(steps_per_generation = 0)`, `grpo(generation_batch_size = "64")`,
+		`grpo(steps_per_generation = 2, generation_batch_size = 64)`, `grpo(ds3_gather = "no")`,
 	} {
 		_, err := eval(expr)
 		var ue *units.Error

@@ -36,7 +36,7 @@ func TestValuesPrintAsTheirCall(t *testing.T) {
 		`dpo()`, `dpo(reference="precomputed")`, `dpo(trl="1.8")`, `dpo(trainer="torchtune")`,
 		`kto()`, `kto(loss="apo_zero_unpaired")`, `kto(reference="precomputed", trl="1.8")`,
 		`grpo()`, `grpo(completion=1024, beta=0.04)`, `grpo(beta=1)`, `grpo(vllm="colocate")`, `grpo(vllm="colocate", vllm_memory=0.5, sleep=True)`,
-		`grpo(vllm="server", trl="1.15")`,
+		`grpo(vllm="server", trl="1.15")`, `grpo(steps_per_generation=4)`, `grpo(generation_batch_size=64, ds3_gather=False)`,
 	} {
 		t.Run(expr, func(t *testing.T) {
 			first, err := eval(expr)

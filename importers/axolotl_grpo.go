@@ -91,12 +91,6 @@ func axolotlGRPO(t *tree, adapter string, seq int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, ok := t.leaves["trl.generation_batch_size"]; ok && !useVLLM {
-		// transformers' generate, replayed before the step, over one
-		// process's share of the generation batch (docs/grpo.md)
-		return "", t.errorf("trl.generation_batch_size", hint+"; in Starlark grpo(steps_per_generation = generation_batch_size / (micro_batch_size x processes))",
-			"not modelled with rl grpo without vLLM: it counts every process's prompts, and the generation memsh replays is one process's")
-	}
 	if useVLLM {
 		mode, err := t.str("trl.vllm_mode", "colocate")
 		if err != nil {
@@ -124,6 +118,13 @@ func axolotlGRPO(t *tree, adapter string, seq int64) (string, error) {
 		default:
 			return "", t.errorf("trl.vllm_mode", `"colocate" or "server"`, "unknown vLLM mode %s", quoteKey(mode))
 		}
+	}
+	if _, ok := t.leaves["trl.generation_batch_size"]; ok && !useVLLM { // transformers' generate's prompts, replayed (docs/grpo.md)
+		n, err := t.integer("trl.generation_batch_size", 0, 1, 1<<20)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, fmt.Sprintf("generation_batch_size = %d", n))
 	}
 	return "grpo(" + strings.Join(append(args, `trl = "1.8"`), ", ") + ")", nil
 }

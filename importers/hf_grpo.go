@@ -134,22 +134,24 @@ func hfGRPO(t *tree) (out string, err error) {
 // hfGRPOGeneration reads what shapes transformers' generate (use_vllm
 // False), which memsh replays before the step (docs/grpo.md): its
 // steps_per_generation (None: gradient_accumulation_steps, grpo()'s
-// default) and ds3_gather_for_generation (True). generation_batch_size
-// counts the prompts of every process, whose number the config does not
-// say where the generation is read: refused, with the
-// steps_per_generation it stands for.
+// default) or generation_batch_size (every process's prompts; not both,
+// as GRPOConfig.__post_init__ raises) and ds3_gather_for_generation
+// (True).
 func hfGRPOGeneration(t *tree) ([]string, error) {
 	var out []string
-	if _, ok := t.leaves["generation_batch_size"]; ok {
-		return nil, t.errorf("generation_batch_size", "say steps_per_generation = generation_batch_size / (per_device_train_batch_size x processes) instead (GRPOConfig's __post_init__ computes it so)",
-			"not read: it counts every process's prompts, and the generation memsh replays is one process's")
+	_, steps := t.leaves["steps_per_generation"]
+	_, gbs := t.leaves["generation_batch_size"]
+	if steps && gbs {
+		return nil, t.errorf("generation_batch_size", "drop it or steps_per_generation (GRPOConfig's __post_init__ refuses both)", "set with steps_per_generation")
 	}
-	if _, ok := t.leaves["steps_per_generation"]; ok {
-		n, err := t.integer("steps_per_generation", 0, 1, 1<<20)
-		if err != nil {
-			return nil, err
+	for _, k := range []string{"steps_per_generation", "generation_batch_size"} {
+		if _, ok := t.leaves[k]; ok {
+			n, err := t.integer(k, 0, 1, 1<<20)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, fmt.Sprintf("%s = %d", k, n))
 		}
-		out = append(out, fmt.Sprintf("steps_per_generation = %d", n))
 	}
 	gather, err := t.boolean("ds3_gather_for_generation", true)
 	if err != nil {

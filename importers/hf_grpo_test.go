@@ -7,8 +7,8 @@ import "testing"
 // max_completion_length (512), beta, use_vllm with vllm_mode (colocate),
 // vllm_gpu_memory_utilization (0.3) and vllm_enable_sleep_mode; without
 // vLLM steps_per_generation and ds3_gather_for_generation (generate's,
-// replayed; generation_batch_size refused: it counts every process's
-// prompts); GRPOConfig's
+// replayed; or generation_batch_size, every process's prompts);
+// GRPOConfig's
 // own defaults where the file is silent (gradient_checkpointing on, bf16
 // unless fp16: grpo_config.py at 1.16.0).
 func TestHFGRPO(t *testing.T) {
@@ -33,6 +33,7 @@ func TestHFGRPO(t *testing.T) {
 		{"trl 1.10", grpo + `, "memsh.trl": "1.10.0", "beta": 0.04}`, []string{`preference = grpo(completion = 512, beta = 0.04, trl = "1.10")`}, nil},
 		{"trl 1.9", grpo + `, "memsh.trl": "1.9.1"}`, []string{`preference = grpo(completion = 512, trl = "1.8")`}, nil},
 		{"generation", grpo + `, "steps_per_generation": 4, "ds3_gather_for_generation": false}`, []string{`preference = grpo(completion = 512, steps_per_generation = 4, ds3_gather = False)`}, nil},
+		{"generation batch size", grpo + `, "generation_batch_size": 64}`, []string{`preference = grpo(completion = 512, generation_batch_size = 64)`}, nil},
 		{"generation under vllm", grpo + `, "steps_per_generation": 4, "use_vllm": true, "vllm_mode": "server"}`, []string{`preference = grpo(completion = 512, vllm = "server")`}, []string{"steps_per_generation ="}},
 		{"trl 1.8", grpo + `, "memsh.trl": "1.8.0", "use_vllm": true, "vllm_mode": "server"}`, []string{`preference = grpo(completion = 512, vllm = "server", trl = "1.8")`}, nil},
 	} {
@@ -58,8 +59,8 @@ func TestHFGRPO(t *testing.T) {
 			want: "args.json:1: key entropy_coef: not modelled with GRPO: an entropy bonus, a gradient through the entropy", wantHint: "docs/grpo.md"},
 		{name: "negative beta", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "beta": -0.1}`, opts: seq,
 			want: "args.json:1: key beta: want a number of 0 or more, got -0.1", wantHint: "the KL coefficient"},
-		{name: "generation batch size", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "generation_batch_size": 64}`, opts: seq,
-			want: "args.json:1: key generation_batch_size: not read: it counts every process's prompts, and the generation memsh replays is one process's", wantHint: "steps_per_generation = generation_batch_size / (per_device_train_batch_size x processes)"},
+		{name: "generation batch size and steps", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "generation_batch_size": 64, "steps_per_generation": 2}`, opts: seq,
+			want: "args.json:1: key generation_batch_size: set with steps_per_generation", wantHint: "refuses both"},
 		{name: "steps per generation 0", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "steps_per_generation": 0}`, opts: seq,
 			want: "args.json:1: key steps_per_generation: 0 is out of range (want 1 to 1048576)", wantHint: ""},
 		{name: "unknown vllm mode", file: "args.json", config: bare + `, "memsh.trainer": "grpo", "use_vllm": true, "vllm_mode": "remote"}`, opts: seq,

@@ -64,8 +64,13 @@ func (p *Plan) Generates() bool {
 
 // GenerationRows is the generation batch a process generates at once:
 // per_device_train_batch_size x steps_per_generation (GRPOConfig's
-// default: gradient_accumulation_steps).
+// default: gradient_accumulation_steps), or generation_batch_size over
+// the processes (every GPU of the layout: GRPO runs data parallelism
+// alone).
 func (p *Plan) GenerationRows() int64 {
+	if n := p.Preference.GRPOConfig.GenerationBatchSize; n > 0 {
+		return n / p.Parallel.GPUs()
+	}
 	steps := p.Preference.GRPOConfig.StepsPerGeneration
 	if steps == 0 {
 		steps = max(p.GradAccum, 1)

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -85,6 +86,42 @@ func TestLowerGeneration(t *testing.T) {
 			}
 			if len(grown) != len(c.grown) || (len(grown) > 0 && (grown[0] != c.grown[0] || grown[len(grown)-1] != c.grown[len(c.grown)-1])) {
 				t.Errorf("the cache grown to %v tokens, want %v", grown, c.grown)
+			}
+		})
+	}
+}
+
+// GenerationRows is one process's prompts: batch x steps_per_generation
+// (grad_accum by default), or generation_batch_size over the processes;
+// GRPOConfig's own checks refuse a generation_batch_size that is no
+// multiple of the global batch, and both set.
+func TestGenerationRows(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		accum, steps, gbs, dp int64
+		rows                  int64
+		err                   string
+	}{
+		{"grad_accum", 4, 0, 0, 1, 8, ""},
+		{"steps_per_generation", 4, 2, 0, 1, 4, ""},
+		{"generation_batch_size over two processes", 1, 0, 32, 2, 16, ""},
+		{"no multiple of the global batch", 1, 0, 30, 2, 0, "is not a multiple of the global batch: batch 2 x 2 processes"},
+		{"both", 1, 2, 32, 1, 0, "generation_batch_size and steps_per_generation are both set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := genPlan(2, 96, c.accum, 32, c.steps)
+			p.Preference.GRPOConfig.GenerationBatchSize = c.gbs
+			if c.dp > 1 {
+				p.Parallel = core.Parallelism{DP: c.dp}
+			}
+			err := p.Validate()
+			switch {
+			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+				t.Errorf("error %v, want %q", err, c.err)
+			case c.err == "" && err != nil:
+				t.Errorf("error %v", err)
+			case c.err == "" && p.GenerationRows() != c.rows:
+				t.Errorf("%d rows, want %d", p.GenerationRows(), c.rows)
 			}
 		})
 	}

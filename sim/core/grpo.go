@@ -86,6 +86,12 @@ type GRPOConfig struct {
 	// rows a process, generation.go); 0 is GRPOConfig's default,
 	// gradient_accumulation_steps (Plan.GradAccum).
 	StepsPerGeneration int64
+	// GenerationBatchSize: generation_batch_size, the prompts of one
+	// generation over every process (per_device_train_batch_size x
+	// processes x steps_per_generation, GRPOConfig.__post_init__); 0 when
+	// unset. At most one of it and StepsPerGeneration is set, as
+	// GRPOConfig requires.
+	GenerationBatchSize int64
 	// NoDS3Gather: ds3_gather_for_generation=False: under ZeRO-3 the
 	// generation runs through ZeRO-3's module hooks, a module gathered at a
 	// time, instead of the whole policy gathered (not replayed then:
@@ -121,6 +127,10 @@ func (pr *Preference) validateGRPO() error {
 		return err(fmt.Sprintf("completion must be at least 1 (got %d)", g.Completion), "completion is max_completion_length, the tokens each row scores (GRPOConfig's default 512)")
 	case !(g.Beta >= 0) || math.IsInf(g.Beta, 1): // NaN fails the first
 		return err(fmt.Sprintf("beta must be a finite number, 0 or more (got %g)", g.Beta), "beta is the KL coefficient (GRPOConfig's default 0, which runs no reference model; TRL's docs use 0.001 to 0.04)")
+	case g.GenerationBatchSize < 0:
+		return err(fmt.Sprintf("generation_batch_size must be at least 1 (got %d)", g.GenerationBatchSize), "generation_batch_size is the prompts of one generation over every process (None: per_device_train_batch_size x processes x steps_per_generation)")
+	case g.GenerationBatchSize > 0 && g.StepsPerGeneration > 0:
+		return err("generation_batch_size and steps_per_generation are both set", "GRPOConfig takes one of them (trl/trainer/grpo_config.py __post_init__): drop one")
 	case g.StepsPerGeneration < 0:
 		return err(fmt.Sprintf("steps_per_generation must be at least 1 (got %d)", g.StepsPerGeneration), "steps_per_generation is the micro-batches one generation makes (None: gradient_accumulation_steps, GRPOConfig's default)")
 	case g.VLLM != "" && g.VLLM != VLLMColocate && g.VLLM != VLLMServer:
@@ -153,6 +163,9 @@ func (p *Plan) validatePlanGRPO() error {
 	case pr.GRPOConfig.Completion >= p.Seq:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("preference=grpo() scores the last %d tokens of each row, and seq is %d: no prompt is left", pr.GRPOConfig.Completion, p.Seq),
 			Hint: "seq counts the prompt and the completion: the batch's longest prompt plus max_completion_length"}
+	case pr.GRPOConfig.GenerationBatchSize%(p.Batch*par.GPUs()) != 0:
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("preference=grpo(generation_batch_size=%d) is not a multiple of the global batch: batch %d x %s", pr.GRPOConfig.GenerationBatchSize, p.Batch, units.Count(par.GPUs(), "process")),
+			Hint: "GRPOConfig requires it (trl/trainer/grpo_config.py __post_init__): generation_batch_size = per_device_train_batch_size x processes x steps_per_generation"}
 	case par.FSDP && par.FSDPVersion == 1 && pr.Reference == RefModel:
 		return &units.Error{Path: "train", Msg: "preference=grpo() with a reference copy under FSDP1 is not modelled",
 			Hint: "use FSDP2 (parallel(fsdp=True)), ddp or parallel(zero=...), or beta=0"}
@@ -217,8 +230,8 @@ func (b *Builder) referenceCopy() {
 
 // GRPOCall is the grpo(...) call that makes pr, every setting written
 // (the builtin's value prints it; advise writes it): completion, beta,
-// vllm, under "colocate" vllm_memory and sleep, steps_per_generation and
-// ds3_gather when set, trl.
+// vllm, under "colocate" vllm_memory and sleep, steps_per_generation,
+// generation_batch_size and ds3_gather when set, trl.
 func (pr *Preference) GRPOCall() string {
 	g := pr.GRPOConfig
 	s := fmt.Sprintf("grpo(completion=%d, beta=%s", g.Completion, pyFloat(g.Beta))
@@ -234,6 +247,9 @@ func (pr *Preference) GRPOCall() string {
 	}
 	if g.StepsPerGeneration > 0 {
 		s += fmt.Sprintf(", steps_per_generation=%d", g.StepsPerGeneration)
+	}
+	if g.GenerationBatchSize > 0 {
+		s += fmt.Sprintf(", generation_batch_size=%d", g.GenerationBatchSize)
 	}
 	if g.NoDS3Gather {
 		s += ", ds3_gather=False"
