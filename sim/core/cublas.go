@@ -103,7 +103,7 @@ func (p *Program) CublasLt(op *OpInfo) bool {
 	if op.ScaledMM {
 		return true
 	}
-	if op.Kind != "matmul" {
+	if op.Kind != "matmul" || op.TEGemm { // TE's GEMM: its own workspace (megatron_te.go)
 		return false
 	}
 	for _, pi := range op.Params {

@@ -87,6 +87,7 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 		ins = append(ins, wv)
 	}
 	i := b.AddOp("matmul", "", ins, params...)
+	b.Op(i).TEGemm = b.teGemm(role) // Megatron-Core's TE layers (megatron_te.go)
 	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, b.Concat("output of linear ", b.Name("")))
 	if b.Trainable(w) || (isConv(role) && b.Grad(xin)) {
 		// a convolution keeps its input whenever it has a backward:

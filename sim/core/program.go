@@ -164,6 +164,10 @@ type OpInfo struct {
 	// ScaledMM: the op is torch._scaled_mm (a float8 linear), which runs
 	// on cuBLASLt in its forward and its backward (cublas.go, CublasLt).
 	ScaledMM bool
+	// TEGemm: the op is a Transformer Engine linear's GEMM under
+	// Megatron's runtime (megatron_te.go): its bias epilogue runs in TE's
+	// cuBLASLt call on TE's own workspace, not on PyTorch's handles.
+	TEGemm bool
 	// GradInPlace: the backward writes its input's gradient into its
 	// output's gradient (Liger's RMSNorm, in_place=True): the input's
 	// gradient takes that storage, nothing new is allocated for it.

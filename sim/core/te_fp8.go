@@ -383,9 +383,12 @@ func (b *Builder) teScalingState(gemms int64) {
 
 // teCublasWorkspace registers TE's cuBLAS workspace, one per process,
 // when the program has a TE linear (module/base.py get_workspace: 32 MiB
-// from compute capability 9.0, 4 MiB before).
+// from compute capability 9.0, 4 MiB before; since TE 2.10 1 KiB more
+// "for alignment and misc scales", cpp_extensions/gemm.py
+// get_cublas_workspace_size_bytes, NVIDIA/TransformerEngine#2223, not
+// counted: below what any measured row resolves).
 func (b *Builder) teCublasWorkspace() {
-	if !b.teSeen() {
+	if !b.teSeen() && !b.teGemmSeen() { // an fp8 TE linear, or a bf16 one under Megatron (megatron_te.go)
 		return
 	}
 	size := int64(4_194_304)

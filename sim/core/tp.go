@@ -285,6 +285,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 		ins = append(ins, wv)
 	}
 	i := b.AddOp("matmul", "", ins, params...)
+	b.Op(i).TEGemm = b.teGemm(role) // Megatron-Core's TE layers (megatron_te.go)
 	y := b.Out(i, "out", WithLast(b.Shape(xm), outLocal), dt, b.Concat("output of column-parallel linear ", b.Name("")))
 	if b.Trainable(w) {
 		b.Save(i, xs)
@@ -344,6 +345,7 @@ func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, ou
 		ins = append(ins, wv)
 	}
 	i := b.AddOp("matmul", "", ins, params...)
+	b.Op(i).TEGemm = b.teGemm(role) // Megatron-Core's TE layers (megatron_te.go)
 	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, b.Concat("partial output of row-parallel linear ", b.Name(""), " (summed over tp ranks)"))
 	if b.Trainable(w) {
 		b.Save(i, xin)
