@@ -195,6 +195,7 @@ func megatronSwiftRefused(t *tree) error {
 	} else if r > 0 {
 		return t.errorf("freeze_parameters_ratio", "write the plan in Starlark with train(trainable=...) (docs/check.md)", "frozen parameters are not read")
 	}
+	t.get("optimizer_offload_fraction") // the offloaded share, part of optimizer_cpu_offload's note
 	for _, k := range []string{"optimizer_cpu_offload", "use_precision_aware_optimizer"} {
 		t.notModelledIf(k, "Megatron's CPU offload and precision-aware optimizer (memsh keeps fp32 master weights and Adam's moments on the GPU)")
 	}
@@ -219,6 +220,16 @@ func megatronSwiftNotes(t *tree) {
 	}
 	t.notModelledIf("rope_scaling", "the rotary embedding's scaling (the same tensors; a longer max_model_len)")
 	t.notModelledIf("nccl_comm_warmup", "NCCL's communicators made before the first step")
+	t.notModelledIf("optimizer_cuda_graph", "the optimizer step captured as a CUDA graph (its private memory pool)")
+	t.notModelledIf("mlp_padding_free", "the MLP run on the rows without their padding")
+	t.notModelledIf("microbatch_group_size_per_vp_stage", "the micro-batches grouped per virtual pipeline stage")
+	t.notModelledIf("enable_dft_loss", "DFT's loss weights each token's loss by its probability (per-token vectors beside the logits)")
+	t.notModelledIf("linear_decoupled_in_proj", "Qwen3-Next's and Qwen3.5's linear-attention input projection split in Megatron's own layout")
+	// the sparse-attention and hyper-connection models' Megatron kernels
+	// and losses (DeepSeek-V3.2's indexer, DeepSeek-V4's mHC and CSA)
+	for _, k := range []string{"dsa_indexer_loss_coeff", "dsa_indexer_use_sparse_loss", "apply_dsa_kernel_fusion", "csa_dense_mode", "use_fused_mhc", "mhc_recompute_layer_num"} {
+		t.notModelledIf(k, "Megatron-Core's own sparse-attention or hyper-connection kernels, losses and recompute (memsh replays transformers' modules)")
+	}
 	t.notModelledIf("megatron_extra_kwargs", "Megatron-LM arguments handed on as they are")
 	t.notModelledIf("sequence_packing_scheduler", "the packed rows balanced over the data-parallel ranks")
 	for i, n := range t.notModelled {
@@ -265,6 +276,11 @@ var megatronSwiftNoEffect = []string{
 	"cp_partition_mode", "calculate_per_token_loss", "skip_megatron_init", "enable_channel_loss", "language_model_only",
 	"freeze_llm", "freeze_vit", "freeze_aligner", "target_modules", "target_regex", "modules_to_save", "lora_rank", "lora_alpha", "lora_dropout",
 	"lora_bias", "lora_dtype", "use_rslora", "vit_gradient_checkpointing", "vit_gradient_checkpointing_kwargs", "vit_attn_impl", "vit_lr",
-	"aligner_lr", "env.CUDA_DEVICE_MAX_CONNECTIONS",
+	"aligner_lr", "env.CUDA_DEVICE_MAX_CONNECTIONS", "apply_wd_to_qk_layernorm", "fp8_amax_compute_algo",
+	// read only with what is refused: muon's, FP4's, MTP's, the reference
+	// model of rlhf, sequence classification's and embeddings' settings
+	"muon_momentum", "muon_split_qkv", "muon_use_nesterov", "muon_scale_mode", "muon_fp32_matmul_prec", "muon_coefficient_type",
+	"muon_num_ns_steps", "muon_tp_mode", "muon_extra_scale_factor", "muon_scalar_optimizer", "fp4_recipe", "fp4_param_gather",
+	"mtp_loss_scaling_factor", "mtp_decoder_input_detach", "mtp_shared_weights", "ref_model", "ref_adapters", "num_labels", "problem_type", "mrl_dims",
 	"load", "save", "eval_interval", "save_interval", "num_workers",
 }

@@ -1,8 +1,11 @@
 package importers
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -106,4 +109,45 @@ func readTestdata(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestMegatronSwiftArguments: every argument of ms-swift v4.5.2's
+// MegatronArguments and MegatronTunerMixin (their dataclass fields with
+// their defaults, testdata/swift/megatron_args_v4.5.2.txt) is read,
+// refused at its name, listed as not modelled, or of no effect: none is
+// left not understood. A field given a value (its default, or 1 where the
+// default is None) must not be listed as not understood, and an error
+// must name the field.
+func TestMegatronSwiftArguments(t *testing.T) {
+	fields := strings.Split(strings.TrimSpace(string(readTestdata(t, "swift/megatron_args_v4.5.2.txt"))), "\n")
+	if len(fields) < 200 {
+		t.Fatalf("%d fields: want MegatronArguments' 215", len(fields))
+	}
+	cfg := readTestdata(t, "../../sim/testdata/hf/qwen1.5-moe-a2.7b.json")
+	for _, line := range fields {
+		name, def, _ := strings.Cut(line, "\t")
+		v := strings.Trim(def, "'")
+		switch {
+		case def == "None" || strings.HasPrefix(def, "field("):
+			v = "1"
+		case def == "True" || def == "False":
+			v = strings.ToLower(def)
+		}
+		if name == "model" {
+			continue // the command's own
+		}
+		cmd := "NPROC_PER_NODE=8 megatron sft --model m --max_length 2048 --" + name + " " + v + "\n"
+		res, err := Import("run.sh", []byte(cmd), defaults(Options{GPUs: 8, Model: "config.json", ModelData: cfg}))
+		var ie *Error
+		switch {
+		case errors.As(err, &ie):
+			if ie.Key != name && !(name == "fp16" && ie.Key == "bf16") { // --fp16 beside the bf16 config's bf16, as Megatron refuses both
+				t.Errorf("--%s %s: the error names %s: %v", name, v, ie.Key, err)
+			}
+		case err != nil:
+			t.Errorf("--%s %s: %v", name, v, err)
+		case slices.Contains(res.Unknown, name):
+			t.Errorf("--%s is listed as not understood", name)
+		}
+	}
 }
