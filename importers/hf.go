@@ -208,10 +208,11 @@ type hfRun struct {
 	qat      string
 	qatGroup int64
 	// logitsLoss: the trainer calls the model without labels, holds its
-	// logits in fp32 from the forward on through the backward and scores
-	// them with flash-attn's cross-entropy (OpenRLHF's Actor and SFT loop:
-	// hf_config(loss = "flash_cross_entropy", forward_upcast = True),
-	// train(keep_logits = True)); hf_config's models only.
+	// logits in fp32 from the forward on until the next micro-batch's
+	// forward returns and scores them with flash-attn's cross-entropy
+	// (OpenRLHF's Actor and SFT loop: hf_config(loss =
+	// "flash_cross_entropy", forward_upcast = True), train(keep_logits =
+	// "next")); hf_config's models only.
 	logitsLoss bool
 }
 
@@ -397,7 +398,7 @@ func hfModel(t *tree, o Options, p *plan, run hfRun) error {
 		}
 		if run.logitsLoss {
 			args = append(args, kw("loss", str("flash_cross_entropy")), kw("forward_upcast", "True"))
-			p.set("keep_logits", "True")
+			p.set("keep_logits", str("next"))
 		}
 		p.model = call("hf_config", args...)
 	} else if name == "" {

@@ -23,9 +23,10 @@ import (
 //     its logits rebound to their fp32 copy (output["logits"].to(float32))
 //     and scored by flash-attn's triton cross_entropy_loss
 //     (models/utils.py log_probs_from_logits; flash-attn 2.8.3 is in
-//     requirements.txt), the loop's output holding them through the
-//     backward (trainer/sft_trainer.py): hf_config(loss =
-//     "flash_cross_entropy", forward_upcast = True), keep_logits;
+//     requirements.txt), the loop's output holding them until the next
+//     micro-batch's forward returns (trainer/sft_trainer.py rebinds it
+//     then): hf_config(loss = "flash_cross_entropy", forward_upcast =
+//     True), keep_logits = "next";
 //   - LoRA when --ds.lora.rank > 0 (alpha 16, dropout 0, all-linear),
 //     PEFT's fp32 adapters, enable_input_require_grads;
 //   - gradient checkpointing when --model.gradient_checkpointing_enable,
@@ -281,16 +282,6 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	openrlhfCheckpoint(t)
 	if o, err = openrlhfDeepSpeed(t, o); err != nil {
 		return nil, err
-	}
-	if !dpo {
-		rows, seq := micro, int64(0)
-		if packed > 0 {
-			rows, seq = 1, packed
-		} else {
-			seq, _ = t.integer("max_length", 0, 1, 1<<24)
-		}
-		t.notModelled = append(t.notModelled, fmt.Sprintf("%s: the SFT loop's output holds a micro-batch's fp32 logits ([%d, %d, vocab]) until the next micro-batch's forward returns "+
-			"(sft_trainer.py rebinds it after the call): memsh holds them through the backward (keep_logits), not through the optimizer step and the next forward, which hold them beside their own", openrlhfCommandKey, rows, seq))
 	}
 	run := hfRun{inputGrads: lora, packedRow: packed, logitsLoss: !dpo}
 	if dpo {

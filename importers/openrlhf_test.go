@@ -39,10 +39,6 @@ func TestOpenRLHF(t *testing.T) {
 	llama := map[string]string{"config.json": "../../sim/testdata/hf/llama-3-8b.json"}
 	mixtral := map[string]string{"config.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"}
 	const contiguous = "deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)"
-	loopNote := func(rows, seq string) string {
-		return "launcher.command: the SFT loop's output holds a micro-batch's fp32 logits ([" + rows + ", " + seq + ", vocab]) until the next micro-batch's forward returns " +
-			"(sft_trainer.py rebinds it after the call): memsh holds them through the backward (keep_logits), not through the optimizer step and the next forward, which hold them beside their own"
-	}
 	runImportCases(t, []importCase{{
 		name: "full SFT of Llama 3 8B, ZeRO-2, packed (train_sft.sh)",
 		file: "openrlhf/train_sft.sh",
@@ -50,11 +46,10 @@ func TestOpenRLHF(t *testing.T) {
 		step: openrlhfStep(256, 2048),
 		notModelled: []string{
 			"ds.packing_samples: a micro-batch's 2 samples in one row of their own tokens, at most 4096: memsh replays 4096, attention causal over the whole row (flash's varlen kernel attends within each sample: less time)",
-			loopNote("1", "4096"),
 			contiguous,
 		},
 		files: llama,
-		hand: `plan = train(` + model + `, keep_logits = True, batch = 1, seq = 4096, grad_accum = 16,
+		hand: `plan = train(` + model + `, keep_logits = "next", batch = 1, seq = 4096, grad_accum = 16,
              checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB")`,
 	}, {
 		name: "LoRA on Mixtral 8x7B, ZeRO-3, packed (train_sft_mixtral_lora.sh)",
@@ -64,13 +59,12 @@ func TestOpenRLHF(t *testing.T) {
 		notModelled: []string{
 			"model.aux_loss_coef: a MoE model's load-balancing loss over the router logits it returns (Actor sets output_router_logits for every model that has it)",
 			"ds.packing_samples: a micro-batch's 4 samples in one row of their own tokens, at most 8192: memsh replays 8192, attention causal over the whole row (flash's varlen kernel attends within each sample: less time)",
-			loopNote("1", "8192"),
 			"deepspeed.zero_optimization.reduce_scatter: ZeRO's all-gather bucket, reuse distance and sub-groups (memsh replays reduce_bucket_size, the stage-3 prefetch bucket, persistence threshold and live parameters, not these)",
 			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
 			contiguous,
 		},
 		files: mixtral,
-		hand: `plan = train(` + model + `, keep_logits = True, lora = lora(rank = 64, alpha = 64, targets = ["all-linear"], dropout = 0.0),
+		hand: `plan = train(` + model + `, keep_logits = "next", lora = lora(rank = 64, alpha = 64, targets = ["all-linear"], dropout = 0.0),
              batch = 1, seq = 8192, grad_accum = 4, checkpoint = checkpoint("full", input_requires_grad = True),
              precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
 	}, {
@@ -266,7 +260,7 @@ func TestOpenRLHFEveryArgument(t *testing.T) {
 		args  []string
 		want  string
 	}{
-		{"train_sft", openrlhfSFTArgs, "keep_logits = True"},
+		{"train_sft", openrlhfSFTArgs, `keep_logits = "next"`},
 		{"train_dpo", dpoArgs, `preference = dpo(trainer = "openrlhf")`},
 	} {
 		script := "deepspeed --module openrlhf.cli." + tc.entry + " " + strings.Join(tc.args, " ") + "\n"

@@ -135,10 +135,11 @@ var TrainKeywords = []keyword{
 	{Name: "keep_logits", Def: starlark.False,
 		Doc: "the training loop holds the model's output, and so its logits, through the backward: out = model(**batch); out.loss.backward(); " +
 			"del out keeps out.logits (batch x seq x vocab in the compute dtype) until the backward ends, and they are freed before the optimizer step " +
-			"(a loop that keeps out through optimizer.step() holds them there too, which is not replayed). " +
+			"\"next\": a loop that rebinds out only when the next micro-batch's forward returns (out = model(**batch) at the top of the loop, OpenRLHF's SFT loop) " +
+			"holds them through the optimizer step too, and the micro-batch before's through this forward until it returns (on data parallelism alone). " +
 			"The Hugging Face Trainer does not keep them (compute_loss returns the loss alone, the output is dropped before the backward): False. " +
 			"Not with loss_chunks",
-		set: setBool(func(p *core.Plan) *bool { return &p.KeepLogits })},
+		set: setKeepLogits},
 	{Name: "use_cache", Def: starlark.False,
 		Doc: "the model's forward builds transformers' DynamicCache (use_cache=True: the config's default, which a plain training loop leaves on; " +
 			"the Hugging Face Trainer of transformers 5 turns it off through TrainingArguments.use_cache, False by default, and gradient checkpointing forces it off, " +

@@ -393,3 +393,19 @@ func setQATHead(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	p.QAT.NoHead = !bool(on)
 	return nil
 }
+
+// setKeepLogits is keep_logits: True or False, or "next" (Plan.KeepLogitsNext).
+func setKeepLogits(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch x := (*v).(type) {
+	case starlark.Bool:
+		p.KeepLogits, p.KeepLogitsNext = bool(x), false
+		return nil
+	case starlark.String:
+		if x == "next" {
+			p.KeepLogits, p.KeepLogitsNext = true, true
+			return nil
+		}
+	}
+	return &units.Error{Msg: fmt.Sprintf("%s must be True, False or \"next\" (got %s)", name, (*v).String()),
+		Hint: name + "=True holds the logits through the backward, \"next\" until the next micro-batch's forward returns"}
+}

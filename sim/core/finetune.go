@@ -31,6 +31,7 @@ type Finetune struct {
 	docTokens         int64           // Plan.DocTokens
 	docs              []int64         // Plan.Docs
 	keepLogits        bool            // the loop holds the logits through the backward (Plan.KeepLogits)
+	keepLogitsNext    bool            // ... and through the optimizer step and the next forward (Plan.KeepLogitsNext)
 	useCache          bool            // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
 	noAttnMask        bool            // the batch carries no attention_mask (Plan.NoAttentionMask)
 	megatronMask      bool            // Megatron's dataloader's attention mask (Plan.DataloaderMask, megatron_batch.go)
@@ -45,21 +46,22 @@ type Finetune struct {
 // finetuneInto writes into ft what the lowering needs from the plan.
 func (p *Plan) finetuneInto(ft *Finetune) {
 	*ft = Finetune{
-		quant:        p.Quant,
-		quantHead:    p.QuantLMHead,
-		quantExperts: p.QuantExperts,
-		quantFrom:    p.QuantFrom,
-		freeze:       p.Freeze,
-		lossChunks:   p.LossChunks,
-		packed:       p.TokensPerBatch > 0,
-		docTokens:    p.DocTokens,
-		docs:         p.Docs,
-		ligerLayers:  p.LigerKernels,
-		keepLogits:   p.KeepLogits,
-		useCache:     p.ForwardCache(),
-		adapterDT:    p.AdapterDType(),
-		noAttnMask:   p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
-		megatronMask: p.megatronMask(),
+		quant:          p.Quant,
+		quantHead:      p.QuantLMHead,
+		quantExperts:   p.QuantExperts,
+		quantFrom:      p.QuantFrom,
+		freeze:         p.Freeze,
+		lossChunks:     p.LossChunks,
+		packed:         p.TokensPerBatch > 0,
+		docTokens:      p.DocTokens,
+		docs:           p.Docs,
+		ligerLayers:    p.LigerKernels,
+		keepLogits:     p.KeepLogits,
+		keepLogitsNext: p.KeepLogits && p.KeepLogitsNext,
+		useCache:       p.ForwardCache(),
+		adapterDT:      p.AdapterDType(),
+		noAttnMask:     p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
+		megatronMask:   p.megatronMask(),
 	}
 	if p.Model != nil {
 		ft.peftExperts, ft.peftMamba = peftExpertTables[p.Model.PEFTExperts], p.Model.PEFTMamba
@@ -123,6 +125,10 @@ func (p *Plan) validateFinetune() error {
 	if p.KeepLogits && (p.LossChunks > 1 || p.FusedLoss != "") {
 		return &units.Error{Path: "train", Msg: "keep_logits holds the logits tensor of the model's output, and loss_chunks makes none whole",
 			Hint: "drop keep_logits: a chunked or fused loss's logits are the recipe's to keep"}
+	}
+	if par := p.Parallel.Norm(); p.KeepLogits && p.KeepLogitsNext && (par.TP > 1 || par.PP > 1 || par.CP > 1 || p.Members > 1 || p.Preference != nil) {
+		return &units.Error{Path: "train", Msg: `keep_logits="next" is modelled for a language model's loop on data parallelism alone`,
+			Hint: "keep_logits=True, or drop tp, pp, cp, members and preference"}
 	}
 	if p.KeepLogits && (p.Model == nil || p.Model.Vocab == 0) {
 		return &units.Error{Path: "train", Msg: "keep_logits holds the logits of the model's output head, and this model has none",
@@ -190,4 +196,25 @@ func (b *Builder) HoldOutput(vals ...Value) {
 		return
 	}
 	b.P.HeldForward = append(b.P.HeldForward, vals...)
+}
+
+// logitsBefore is, under keep_logits="next", the micro-batch before's
+// logits ([batch, seq, vocab], fp32 when the forward upcasts them, else
+// in the compute dtype), which the loop's output holds until this
+// micro-batch's forward returns: made before the forward, dropped at its
+// end (Program.HeldForward), as the steady step finds them.
+func (b *Builder) logitsBefore(m *Model) {
+	if b.Ft == nil || !b.Ft.keepLogitsNext || m.Vocab <= 0 {
+		return
+	}
+	dt := b.Prec.Compute
+	if m.ForwardUpcast && m.LogitsFP32 {
+		dt = units.FP32
+	}
+	i := b.AddOp("held", "logits_before", nil)
+	b.Op(i).NoGradB = true
+	v := b.Out(i, "logits_before", []int64{b.Batch, b.Seq, m.Vocab}, dt,
+		"the micro-batch before's logits, which the loop's output holds until this micro-batch's forward returns (keep_logits=\"next\")")
+	b.Val(v).Grad = false
+	b.P.HeldForward = append(b.P.HeldForward, v)
 }

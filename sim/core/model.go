@@ -289,6 +289,7 @@ func (m *Model) lower(b *Builder) (err error) {
 		b.P.Loss = b.dpoLoss(m, x, m.lowerBody(b, x), before)
 		return nil
 	}
+	b.logitsBefore(m)
 	batch := b.loadMegatronBatch(true, true)
 	x = b.lowerMembers(m, x) // lowerBody once, or once per member
 	b.P.Loss = b.megatronLossFunc(b.loss(m, x), batch)
@@ -351,7 +352,10 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if m.ForwardUpcast && m.LogitsFP32 && !b.Par.megatronCE && !b.Par.torchCE { // the model's output holds them in fp32
 			x = b.Cast(x, units.FP32, "logits upcast to fp32 in the model's forward (transformers before 4.46)")
 		}
-		if b.Ft != nil && b.Ft.keepLogits {
+		if b.Ft != nil && b.Ft.keepLogitsNext {
+			b.P.Held = append(b.P.Held, x) // the loop's output, to the next forward's return
+			b.Val(x).Why = "logits, held by the training loop's output through the backward and the optimizer step (keep_logits=\"next\")"
+		} else if b.Ft != nil && b.Ft.keepLogits {
 			b.P.HeldBackward = append(b.P.HeldBackward, x) // the loop's out.logits
 			b.Val(x).Why = "logits, held by the training loop's output through the backward (keep_logits)"
 		}

@@ -94,6 +94,12 @@ type Plan struct {
 	// step. The Hugging Face Trainer does not hold it: its compute_loss
 	// returns the loss alone and the output is dropped before the backward.
 	KeepLogits bool
+	// KeepLogitsNext (with KeepLogits): the loop rebinds its output only
+	// when the next micro-batch's forward returns (OpenRLHF's SFT loop:
+	// per_token_log_probs, output = self.model(...)): the logits stay
+	// through the optimizer step, and the micro-batch before's stay
+	// through this forward (keep_logits = "next").
+	KeepLogitsNext bool
 
 	// UseCache: the model's forward builds transformers' DynamicCache
 	// (use_cache=True, the config's default, which a plain training loop
