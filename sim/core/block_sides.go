@@ -78,7 +78,7 @@ func sameHeader(p, q *Program) bool {
 func sameFinetune(a, b *Finetune) bool {
 	return a.quant == b.quant && a.quantHead == b.quantHead && a.quantExperts == b.quantExperts && a.quantFrom == b.quantFrom &&
 		a.lossChunks == b.lossChunks && a.titan == b.titan && a.ligerLayers == b.ligerLayers && a.packed == b.packed &&
-		a.docTokens == b.docTokens && a.keepLogits == b.keepLogits && a.useCache == b.useCache &&
+		a.docTokens == b.docTokens && a.keepLogits == b.keepLogits && a.keepLogitsNext == b.keepLogitsNext && a.useCache == b.useCache &&
 		a.noAttnMask == b.noAttnMask && a.megatronMask == b.megatronMask && a.adapterDT == b.adapterDT &&
 		a.peftExperts == b.peftExperts && a.peftMamba == b.peftMamba && a.cce == b.cce && a.trl == b.trl &&
 		a.Unfreeze == b.Unfreeze && sameList(a.freeze, b.freeze) && sameList(a.trainablePatterns, b.trainablePatterns) &&
