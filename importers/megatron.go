@@ -12,7 +12,7 @@ import (
 // norm, attention, residual, norm, MLP, residual).
 var megatronTrainer = &trainer{
 	name:  "megatron",
-	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag)",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, dropouts, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag)",
 	exts:  []string{".sh", ".bash"},
 	parse: parseMegatron,
 	detect: func(t *tree) bool {
@@ -28,7 +28,7 @@ var megatronTrainer = &trainer{
 		"tokenizer-type", "tokenizer-model", "tiktoken-pattern", "mock-data", "data-cache-path", "no-mmap-bin-files",
 		"num-workers", "log-throughput", "profile", "profile-step-start",
 		"profile-step-end", "ckpt-format", "distributed-timeout-minutes", "exit-duration-in-mins", "manual-gc",
-		"calculate-per-token-loss", "use-mcore-models", "attention-dropout", "hidden-dropout", "rotary-base", "rotary-percent",
+		"calculate-per-token-loss", "use-mcore-models", "rotary-base", "rotary-percent",
 		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings",
 		"fp8-amax-compute-algo", "launcher.*", "logging-level", "no-check-for-nan-in-loss-and-grad", "init-model-with-meta-device",
 	},
@@ -243,6 +243,10 @@ func megatronModel(t *tree, p *plan, tp int64) error {
 	if err != nil {
 		return err
 	}
+	hiddenDrop, attnDrop, err := megatronDropout(t, attn)
+	if err != nil {
+		return err
+	}
 	normCall := func(name string) string {
 		if normFn == "rmsnorm" {
 			return call("rmsnorm", num(hidden), kw("name", str(name)))
@@ -257,15 +261,25 @@ func megatronModel(t *tree, p *plan, tp int64) error {
 		attnArgs = append(attnArgs, kw("head_dim", num(headDim)))
 	}
 	attnArgs = append(attnArgs, kw("qkv_bias", boolean(!noBias)), kw("out_bias", boolean(!noBias)), kw("impl", str(attn)),
-		kw("rope", boolean(position == "rope")), kw("fused_qkv", "True"), kw("name", str("self_attention")))
+		kw("rope", boolean(position == "rope")), kw("fused_qkv", "True"))
+	if attnDrop > 0 {
+		attnArgs = append(attnArgs, kw("dropout", formatFloat(attnDrop)))
+	}
+	attnArgs = append(attnArgs, kw("name", str("self_attention")))
+
 	act := "gelu"
 	if swiglu {
 		act = "swiglu"
 	}
+	mlpArgs := []string{num(hidden), num(ffn), kw("act", str(act)), kw("bias", boolean(!noBias))}
+	if hiddenDrop > 0 {
+		mlpArgs = append(mlpArgs, kw("dropout", formatFloat(hiddenDrop)))
+	}
+	mlpArgs = append(mlpArgs, kw("name", str("mlp")))
 	p.defs = append(p.defs,
 		"gpt_layer = sequential(",
 		"    residual(sequential("+normCall("input_layernorm")+", "+call("attention", attnArgs...)+")),",
-		"    residual(sequential("+normCall("pre_mlp_layernorm")+", "+call("mlp", num(hidden), num(ffn), kw("act", str(act)), kw("bias", boolean(!noBias)), kw("name", str("mlp")))+")),",
+		"    residual(sequential("+normCall("pre_mlp_layernorm")+", "+call("mlp", mlpArgs...)+")),",
 		")")
 	front := []string{call("embedding", num(vocab), num(hidden), kw("name", str("embedding")))}
 	if position == "learned_absolute" {
@@ -273,6 +287,9 @@ func megatronModel(t *tree, p *plan, tp int64) error {
 			return t.errorf("max-position-embeddings", "learned positions need it: --max-position-embeddings 4096", "missing")
 		}
 		front = append(front, call("add_embedding", num(maxPos), num(hidden), kw("max_seq", num(maxPos)), kw("name", str("position_embeddings"))))
+	}
+	if hiddenDrop > 0 { // LanguageModelEmbedding's embedding_dropout (config.hidden_dropout)
+		front = append(front, call("dropout", formatFloat(hiddenDrop), kw("name", str("embedding_dropout"))))
 	}
 	p.model = call("model", append(append([]string{str("gpt")}, front...),
 		call("repeat", "gpt_layer", num(layers), kw("name", str("decoder.layers"))), normCall("final_layernorm"),
@@ -325,6 +342,37 @@ func megatronAttention(t *tree) (string, error) {
 		return "eager", nil
 	}
 	return "", t.errorf("attention-backend", "auto, flash, fused, unfused or local", "unknown backend %s", quoteKey(backend))
+}
+
+// megatronDropout is --hidden-dropout and --attention-dropout (0.1 each
+// by default: TransformerConfig at d98e8a6, megatron/core/transformer/
+// transformer_config.py lines 188-192). The hidden dropout is the
+// bias-dropout-add after the attention and after the MLP
+// (megatron/core/fusions/fused_bias_dropout.py: F.dropout saves a bool
+// mask) and LanguageModelEmbedding's embedding_dropout; the attention
+// dropout drops the probabilities, which flash and fused attention do in
+// their kernel (no mask kept) and the unfused backend as
+// torch.nn.Dropout on the [b, np, sq, sk] probabilities (Transformer
+// Engine's UnfusedDotProductAttention). memsh's attention drops its
+// probabilities and its output at one rate: the returned attention rate
+// is the hidden one with a flash kernel, and with the unfused backend
+// both rates when they agree; otherwise the attention's, the difference
+// listed as not modelled.
+func megatronDropout(t *tree, attn string) (hidden, attention float64, err error) {
+	if hidden, err = t.probability("hidden-dropout", 0.1); err != nil {
+		return 0, 0, err
+	}
+	if attention, err = t.probability("attention-dropout", 0.1); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case attn == "flash":
+		return hidden, hidden, nil
+	case attention != hidden:
+		t.notModelled = append(t.notModelled, fmt.Sprintf("hidden-dropout %s after the attention (memsh drops the unfused attention's probabilities and its output at one rate, the attention-dropout %s)",
+			formatFloat(hidden), formatFloat(attention)))
+	}
+	return hidden, attention, nil
 }
 
 // megatronRecompute is --recompute-granularity (or --recompute-activations,

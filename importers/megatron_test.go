@@ -33,12 +33,16 @@ func TestMegatron(t *testing.T) {
 		step: megatronStep(1536, 2048),
 		opts: Options{GPUs: 8, Nodes: 16},
 		// Data parallelism of one: no gradient reduction to overlap.
+		// Megatron's dropouts at their 0.1 defaults (--hidden-dropout,
+		// --attention-dropout): the flash kernel keeps no mask, the
+		// bias-dropout-adds and the embedding's dropout a bool each.
 		hand: `layer = sequential(
     residual(sequential(layernorm(12288, name = "input_layernorm"),
-                        attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),
-    residual(sequential(layernorm(12288, name = "pre_mlp_layernorm"), mlp(12288, 4 * 12288, act = "gelu", bias = True, name = "mlp"))),
+                        attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, dropout = 0.1, name = "self_attention"))),
+    residual(sequential(layernorm(12288, name = "pre_mlp_layernorm"), mlp(12288, 4 * 12288, act = "gelu", bias = True, dropout = 0.1, name = "mlp"))),
 )
 gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(2048, 12288, max_seq = 2048, name = "position_embeddings"),
+            dropout(0.1, name = "embedding_dropout"),
             repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
 plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", params = "fp16", compute = "fp16"), optimizer = "adamw",
              gpu = "H100-80GB", parallel = parallel(dp = 1, tp = 8, pp = 16, micro_batches = 1536), cluster = cluster(nodes = 16, gpus_per_node = 8))`,
@@ -49,10 +53,11 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts: Options{GPUs: 8, Nodes: 32},
 		hand: `layer = sequential(
     residual(sequential(layernorm(12288, name = "input_layernorm"),
-                        attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),
-    residual(sequential(layernorm(12288, name = "pre_mlp_layernorm"), mlp(12288, 4 * 12288, act = "gelu", bias = True, name = "mlp"))),
+                        attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, dropout = 0.1, name = "self_attention"))),
+    residual(sequential(layernorm(12288, name = "pre_mlp_layernorm"), mlp(12288, 4 * 12288, act = "gelu", bias = True, dropout = 0.1, name = "mlp"))),
 )
 gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(2048, 12288, max_seq = 2048, name = "position_embeddings"),
+            dropout(0.1, name = "embedding_dropout"),
             repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
 plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", params = "fp16", compute = "fp16"), optimizer = "adamw",
              gpu = "H100-80GB", parallel = parallel(dp = 2, tp = 8, pp = 16, micro_batches = 768, overlap_grad_reduce = False), cluster = cluster(nodes = 32, gpus_per_node = 8))`,
@@ -184,6 +189,8 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: key cross-entropy-fusion-impl: want native or te, got fast", wantHint: "native"},
 		{name: "a mixture of experts", file: "run.sh", config: launch + " --num-experts 8\n", opts: Options{GPUs: 8},
 			want: "run.sh: key num-experts: mixture-of-experts runs are not read", wantHint: "moe("},
+		{name: "a dropout that is no probability", file: "run.sh", config: launch + " --hidden-dropout 1.5\n",
+			want: "run.sh: key hidden-dropout: want a probability in [0, 1), got 1.5"},
 		{name: "block recompute", file: "run.sh", config: launch + " --recompute-granularity full --recompute-method block --recompute-num-layers 2\n",
 			want: "run.sh: key recompute-method: block recompute is not modelled", wantHint: "uniform"},
 		{name: "model parallelism the GPUs do not divide", file: "run.sh", config: launch + " --tensor-model-parallel-size 3\n", opts: Options{GPUs: 8},
