@@ -324,7 +324,20 @@ func megatronVocab(t *tree, tp int64) (int64, error) {
 
 // megatronAttention is the attention kernel: --attention-backend
 // (auto, flash and fused keep no score matrix; unfused and local do).
+// --transformer-impl (arguments.py at d98e8a6: transformer_engine by
+// default) picks the layer spec: memsh replays Transformer Engine's
+// (core/megatron_kernels.go, core/megatron_te.go); Megatron's local
+// layers (its own unfused DotProductAttention and softmax, linears on
+// PyTorch's matmuls) are listed as not modelled.
 func megatronAttention(t *tree) (string, error) {
+	switch impl, err := t.str("transformer-impl", "transformer_engine"); {
+	case err != nil:
+		return "", err
+	case impl == "local":
+		t.notModelled = append(t.notModelled, "transformer-impl local: Megatron's own layers (its unfused attention and softmax, linears on PyTorch's matmuls); memsh replays Transformer Engine's")
+	case impl != "transformer_engine":
+		return "", t.errorf("transformer-impl", "transformer_engine (the default) or local", "the %s layer spec is not modelled", quoteKey(impl))
+	}
 	flash, err := t.boolean("use-flash-attn", false)
 	if err != nil {
 		return "", err

@@ -191,6 +191,8 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: key num-experts: mixture-of-experts runs are not read", wantHint: "moe("},
 		{name: "a dropout that is no probability", file: "run.sh", config: launch + " --hidden-dropout 1.5\n",
 			want: "run.sh: key hidden-dropout: want a probability in [0, 1), got 1.5"},
+		{name: "an inference layer spec", file: "run.sh", config: launch + " --transformer-impl inference_optimized\n",
+			want: "run.sh: key transformer-impl: the inference_optimized layer spec is not modelled", wantHint: "transformer_engine"},
 		{name: "block recompute", file: "run.sh", config: launch + " --recompute-granularity full --recompute-method block --recompute-num-layers 2\n",
 			want: "run.sh: key recompute-method: block recompute is not modelled", wantHint: "uniform"},
 		{name: "model parallelism the GPUs do not divide", file: "run.sh", config: launch + " --tensor-model-parallel-size 3\n", opts: Options{GPUs: 8},
