@@ -134,7 +134,7 @@ var TrainKeywords = []keyword{
 		set: setPreference},
 	{Name: "keep_logits", Def: starlark.False,
 		Doc: "the training loop holds the model's output, and so its logits, through the backward: out = model(**batch); out.loss.backward(); " +
-			"del out keeps out.logits (batch x seq x vocab in the compute dtype) until the backward ends, and they are freed before the optimizer step " +
+			"del out keeps out.logits (batch x seq x vocab in the compute dtype) until the backward ends, and they are freed before the optimizer step (True). " +
 			"\"next\": a loop that rebinds out only when the next micro-batch's forward returns (out = model(**batch) at the top of the loop, OpenRLHF's SFT loop) " +
 			"holds them through the optimizer step too, and the micro-batch before's through this forward until it returns (on data parallelism alone). " +
 			"The Hugging Face Trainer does not keep them (compute_loss returns the loss alone, the output is dropped before the backward): False. " +
