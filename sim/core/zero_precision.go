@@ -70,7 +70,7 @@ func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
 	prec := p.Precision
 	same := prec.Master != units.InvalidDType && prec.Master == prec.Params // a copy only DeepSpeed makes
 	unread := p.zeroAccumUnread()
-	if p.Parallel.Norm().Zero == 0 || (prec.MasterClone || !prec.Autocast && !same) && !unread {
+	if (prec.MasterClone || !prec.Autocast && !same) && !unread || p.Parallel.Norm().Zero == 0 { // the layout's normal form last: the search asks for every layout
 		return nil, false
 	}
 	q := *p
@@ -91,8 +91,8 @@ func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
 // grad_accum attribute).
 func (p *Plan) zeroAccumUnread() bool {
 	prec := p.Precision
-	return p.Parallel.Norm().Zero == 2 && !prec.Autocast && !prec.Megatron && prec.Grads != prec.Params &&
-		p.Offload != nil && p.Offload.Optimizer != ""
+	return !prec.Autocast && !prec.Megatron && prec.Grads != prec.Params &&
+		p.Offload != nil && p.Offload.Optimizer != "" && p.Parallel.Norm().Zero == 2
 }
 
 // ZeroGradAccum reports whether DeepSpeed's ZeRO accumulates the
@@ -154,7 +154,7 @@ func (p *Plan) validateZeroPrecision() error {
 	if err := p.validateZeroGradAccum(); err != nil {
 		return err
 	}
-	if p.Parallel.Norm().Zero == 0 || p.Precision.Megatron || !p.Precision.Autocast && p.Precision.Master == units.InvalidDType {
+	if p.Precision.Megatron || !p.Precision.Autocast && p.Precision.Master == units.InvalidDType || p.Parallel.Norm().Zero == 0 {
 		return nil
 	}
 	d := DeepspeedPolicy(p.Precision)
@@ -191,9 +191,12 @@ func (p *Plan) validateZeroPrecision() error {
 // pair of fp32, bf16 and fp16: tests/unit/runtime/test_ds_initialize.py
 // is_supported), and at stage 1 only as BF16_Optimizer.
 func (p *Plan) validateZeroGradAccum() error {
-	zero := p.Parallel.Norm().Zero
 	prec := p.Precision
-	if zero == 0 || prec.Autocast || !prec.ZeroGradAccum() {
+	if prec.Autocast || !prec.ZeroGradAccum() {
+		return nil
+	}
+	zero := p.Parallel.Norm().Zero
+	if zero == 0 {
 		return nil
 	}
 	const path = "train"
