@@ -7,7 +7,9 @@ import (
 )
 
 // generateKV is the KV cache transformers' generate holds at the end of a
-// GRPO step's generation (vllm=None), which memsh does not replay: TRL's
+// GRPO step's generation (vllm=None), as the plan's note states it (the
+// phase itself is replayed where Plan.GenerationReplayed, replay's
+// generation.go, and only noted otherwise): TRL's
 // GRPOTrainer (1.8.0 and 1.16.0 _generate_single_turn) calls
 // unwrapped_model.generate under torch.no_grad() once for the whole
 // generation batch a process holds, per_device_train_batch_size x

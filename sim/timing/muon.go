@@ -2,7 +2,6 @@ package timing
 
 import (
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -52,10 +51,4 @@ func muonTime(plan *core.Plan, m MuonWork) (gpu, cpu float64) {
 	}
 	s, _ := streamTime(&plan.Device, m.Traffic)
 	return max(s+m.GEMM, m.Kernels*kernelFloor), m.Kernels * eagerFwdCPU
-}
-
-// muonMatrix reports whether the replay's optimizer steps p as one of
-// Muon's matrices.
-func muonMatrix(r *replay.Replay, p *core.ParamInfo) bool {
-	return r.Plan.Optimizer.MuonMatrix(p)
 }

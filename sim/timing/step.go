@@ -428,7 +428,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 			if p.TiedTo >= 0 || !p.Trainable {
 				continue
 			}
-			if muonMatrix(r, p) {
+			if r.Plan.Optimizer.MuonMatrix(p) {
 				b := float64(r.MuonTraffic(p))
 				w.Traffic -= b
 				w.addMuon(r.Plan, p, b)
@@ -449,7 +449,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 			continue
 		}
 		b, n := float64(r.OptimizerTraffic(p)), float64(p.Numel)
-		if muonMatrix(r, p) { // never sharded (core.validateMuonLayout)
+		if r.Plan.Optimizer.MuonMatrix(p) { // never sharded (core.validateMuonLayout)
 			w.addMuon(r.Plan, p, b)
 			w.Elements += n
 			w.Tensors++
