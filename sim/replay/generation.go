@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"github.com/memsh/memsh/sim/alloc"
 	"github.com/memsh/memsh/sim/core"
 )
 
@@ -24,31 +23,12 @@ func (r *Replay) generationPass() {
 	prog, plan := r.genProg, r.genPlan
 	r.phase, r.op = PhaseGeneration, "GatheredParameters"
 	gathered := r.Dist.gatherForGeneration(r, r.gatherIDs[:0])
-	v := NewReplay(prog, plan, r.opts, 0)
-	v.alloc, v.Rep, v.cur = r.alloc, r.Rep, r.cur
-	grew := r.alloc.Grew // as validationPass: v's requests report their growth to v
-	v.alloc.Grew = func(g alloc.Growth) { v.growth, v.grew = g, true }
-	v.fwdPhase = PhaseGeneration
-	flops, saved, savedW := r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies
-	for _, b := range prog.BatchValues() {
-		v.phase, v.op = PhaseGeneration, "prompts"
-		v.produce(b)
-	}
-	v.forward()
-	v.op = "end of generate"
-	for _, t := range v.valT { // the prompts, the caches, the sampler's tensors: dropped when generate returns
-		if t != none {
-			v.release(t)
-		}
-	}
-	r.alloc, r.cur = v.alloc, v.cur
-	r.alloc.Grew = grew
+	r.noGradPass(prog, plan, PhaseGeneration, "prompts", "end of generate") // validation.go
 	r.phase, r.op = PhaseGeneration, "end of GatheredParameters"
 	for _, id := range gathered { // the partitions again (GatheredParameters.__exit__)
 		r.release(id)
 	}
 	r.gatherIDs = gathered[:0]
-	r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies = flops, saved, savedW
 	r.phase = PhaseSetup
 }
 
