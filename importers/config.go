@@ -36,10 +36,14 @@ type tree struct {
 	// inverse marks a derived key whose bool is the opposite of its
 	// source's (deriveNot).
 	inverse map[string]bool
+	// alias names a key a reader renamed to the name it reads (OpenRLHF's
+	// flat --zero_stage read as ds.zero_stage) by the file's own name, in
+	// errors and in the keys not understood.
+	alias map[string]string
 }
 
 func newTree(file string) *tree {
-	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}, from: map[string]string{}, inverse: map[string]bool{}}
+	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}, from: map[string]string{}, inverse: map[string]bool{}, alias: map[string]string{}}
 }
 
 // derive sets key to v for another importer to read, made from the
@@ -154,6 +158,9 @@ func (t *tree) errorf(key, hint, format string, args ...any) *Error {
 		key = src
 	}
 	e := &Error{File: t.file, Key: key, Msg: fmt.Sprintf(format, args...), Hint: hint}
+	if a, ok := t.alias[key]; ok {
+		e.Key = a
+	}
 	if l, ok := t.leaves[key]; ok {
 		e.Line = l.line
 		if l.override {
@@ -297,12 +304,31 @@ func (t *tree) notModelledUnder(key, why string) {
 	}
 }
 
+// notes is notModelled with each note's key ("key: why") named as the
+// file names it (alias).
+func (t *tree) notes() []string {
+	if len(t.alias) == 0 {
+		return t.notModelled
+	}
+	out := make([]string, len(t.notModelled))
+	for i, n := range t.notModelled {
+		if k, why, ok := strings.Cut(n, ": "); ok && t.alias[k] != "" {
+			n = t.alias[k] + ": " + why
+		}
+		out[i] = n
+	}
+	return out
+}
+
 // notUnderstood lists the keys neither read nor matched by noEffect
 // (patterns: "key", "prefix.*").
 func (t *tree) notUnderstood(noEffect []string) []string {
 	var out []string
 	for _, k := range t.keys() {
 		if _, derived := t.from[k]; !derived && !t.used[k] && !matchAny(k, noEffect) {
+			if a, ok := t.alias[k]; ok {
+				k = a
+			}
 			out = append(out, k)
 		}
 	}

@@ -128,6 +128,9 @@ type trainer struct {
 	// modelKey is the key that names the model by a Hub id or a folder,
 	// as from_pretrained takes it ("" when the trainer builds its own).
 	modelKey string
+	// modelAlias are other keys that name it, read where modelKey is
+	// absent (OpenRLHF's flat --pretrain, before v0.10.2)
+	modelAlias []string
 	// configOnly: the plan's model is always hf_config's, never the zoo's
 	// (OpenRLHF's loss over the logits is an hf_config keyword), so a Hub
 	// id the zoo has is looked for too (findModel).
@@ -189,7 +192,7 @@ func Import(file string, data []byte, o Options) (*Result, error) {
 		return nil, err
 	}
 	unknown := t.notUnderstood(tr.noEffect)
-	res := &Result{Trainer: tr.name, Unknown: unknown, DidYouMean: t.suggestions(unknown, tr.noEffect), NotModelled: t.notModelled, ModelFrom: from}
+	res := &Result{Trainer: tr.name, Unknown: unknown, DidYouMean: t.suggestions(unknown, tr.noEffect), NotModelled: t.notes(), ModelFrom: from}
 	p.title = fmt.Sprintf("%s config %s", tr.name, path.Base(file))
 	res.Script = p.render(res, o)
 	return res, nil

@@ -12,7 +12,14 @@ func findModel(tr *trainer, t *tree, o *Options) (from string, err error) {
 	if tr.modelKey == "" || o.ModelData != nil || o.Model != "" || o.FindModel == nil {
 		return "", nil
 	}
-	l, ok := t.leaves[tr.modelKey]
+	key := tr.modelKey
+	l, ok := t.leaves[key]
+	for _, a := range tr.modelAlias {
+		if !ok {
+			key = a
+			l, ok = t.leaves[key]
+		}
+	}
 	if !ok {
 		return "", nil
 	}
@@ -25,7 +32,7 @@ func findModel(tr *trainer, t *tree, o *Options) (from string, err error) {
 	}
 	found, err := o.FindModel(name)
 	if err != nil {
-		return "", t.errorf(tr.modelKey, "pass the model's Hugging Face config.json: --model config.json", "%v", err)
+		return "", t.errorf(key, "pass the model's Hugging Face config.json: --model config.json", "%v", err)
 	}
 	if found.Data == nil {
 		o.modelLooked = found.Looked

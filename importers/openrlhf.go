@@ -38,12 +38,17 @@ import (
 //   - openrlhf.cli.train_dpo: the same model and DeepSpeed engine under
 //     dpo(trainer = "openrlhf") (openrlhfDPO, sim/core/dpo_openrlhf.go),
 //     the model's plain hf_config (the DPO step scores its logits).
+//
+// A script of OpenRLHF before 0.10.2 (flat arguments: --pretrain,
+// --zero_stage, --bf16) is read by the same code, its names renamed to
+// the dotted ones with its release's defaults (openrlhf_flat.go).
 var openrlhfTrainer = &trainer{
 	name:       "openrlhf",
-	about:      "OpenRLHF's launch scripts (deepspeed --module openrlhf.cli.train_sft, the dotted arguments of 0.10.2 and later, read at v0.11.0): the model and its config.json, --ds.zero_stage, --ds.param_dtype, --ds.adam_offload, --ds.grad_accum_dtype, --ds.overlap_comm, --ds.lora.*, --ds.packing_samples, --ds.attn_implementation, gradient checkpointing, micro and global batch, --data.max_len; train_dpo as dpo(trainer = \"openrlhf\"); reward models and PPO/GRPO refused with a hint",
+	about:      "OpenRLHF's launch scripts (deepspeed --module openrlhf.cli.train_sft, the dotted arguments of 0.10.2 and later, read at v0.11.0, and the flat ones of 0.7.0 to 0.10.1 with their release's defaults, memsh.openrlhf=): the model and its config.json, --ds.zero_stage, --ds.param_dtype, --ds.adam_offload, --ds.grad_accum_dtype, --ds.overlap_comm, --ds.lora.*, --ds.packing_samples, --ds.attn_implementation, gradient checkpointing, micro and global batch, --data.max_len; train_dpo as dpo(trainer = \"openrlhf\"); reward models and PPO/GRPO refused with a hint",
 	exts:       []string{".sh", ".bash"},
 	parseOpts:  parseOpenRLHF,
 	modelKey:   "model.model_name_or_path",
+	modelAlias: []string{"pretrain"},
 	configOnly: true,
 	detect: func(t *tree) bool {
 		_, ok := t.leaves[openrlhfCommandKey]
@@ -251,7 +256,7 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	default:
 		return nil, t.errorf(openrlhfCommandKey, "memsh check reads openrlhf.cli.train_sft and train_dpo", "OpenRLHF's %s is not modelled", entry)
 	}
-	if err := openrlhfOldName(t); err != nil {
+	if _, err := openrlhfFlat(t, dpo); err != nil {
 		return nil, err
 	}
 	o, world, err := openrlhfWorld(t, o)
@@ -296,8 +301,12 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	delete(p.keys, "compile")     // the Trainer's torch_compile: OpenRLHF has none
 	for kw, key := range p.keys { // a key of the DeepSpeed config OpenRLHF builds: the argument it comes from
 		if arg, ok := openrlhfDSArgs[key]; ok {
-			p.keys[kw] = arg
+			key = arg
 		}
+		if a, ok := t.alias[key]; ok { // a flat script's own name
+			key = a
+		}
+		p.keys[kw] = key
 	}
 	if strings.Contains(envOf(t, "PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True") {
 		p.set("expandable_segments", "True")

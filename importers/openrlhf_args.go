@@ -7,33 +7,6 @@ import (
 // OpenRLHF's arguments (openrlhf/cli/train_sft.py at v0.11.0), read with
 // its defaults and written as the keys the hf importer reads.
 
-// openrlhfOldNames are arguments of OpenRLHF before 0.10.2 (flat names:
-// v0.10.1's train_sft.py and train_dpo.py, v0.9's --bf16) with the dotted
-// name 0.10.2 gave each: a script of those releases is refused at the
-// first (in sorted order), naming the new one.
-var openrlhfOldNames = map[string]string{
-	"pretrain": "model.model_name_or_path", "zero_stage": "ds.zero_stage", "micro_train_batch_size": "train.micro_batch_size",
-	"train_batch_size": "train.batch_size", "max_len": "data.max_len", "bf16": "ds.param_dtype bf16", "flash_attn": "ds.attn_implementation flash_attention_2",
-	"attn_implementation": "ds.attn_implementation", "gradient_checkpointing": "model.gradient_checkpointing_enable", "lora_rank": "ds.lora.rank",
-	"lora_alpha": "ds.lora.alpha", "target_modules": "ds.lora.target_modules", "packing_samples": "ds.packing_samples", "adam_offload": "ds.adam_offload",
-	"save_path": "ckpt.output_dir", "dataset": "data.dataset", "learning_rate": "adam.lr", "max_epochs": "train.max_epochs",
-	"load_in_4bit": "ds.load_in_4bit", "param_dtype": "ds.param_dtype", "gradient_checkpointing_use_reentrant": "model.gradient_checkpointing_reentrant",
-	"ds_tensor_parallel_size": "ds.tensor_parallel_size", "ring_attn_size": "ds.ring_attn_size", "grad_accum_dtype": "ds.grad_accum_dtype",
-	"overlap_comm": "ds.overlap_comm", "use_liger_kernel": "ds.use_liger_kernel", "aux_loss_coef": "model.aux_loss_coef", "zpg": "ds.zpg",
-	"ref_pretrain": "ref.model_name_or_path", "ref_offload": "ref.offload", "beta": "model.beta",
-}
-
-// openrlhfOldName refuses a script written for OpenRLHF before 0.10.2.
-func openrlhfOldName(t *tree) error {
-	for _, k := range t.keys() {
-		if n, ok := openrlhfOldNames[k]; ok {
-			return t.errorf(k, "memsh reads the dotted arguments of OpenRLHF 0.10.2 and later: write --"+n+" (openrlhf/cli/train_sft.py at v0.11.0)",
-				"is OpenRLHF's argument before 0.10.2")
-		}
-	}
-	return nil
-}
-
 // openrlhfModel is --model.model_name_or_path (required) as the hf
 // importer's model_name_or_path, read from its config.json (--model, or
 // where from_pretrained finds it: Options.FindModel): OpenRLHF's loss
@@ -291,7 +264,7 @@ func openrlhfCheckpoint(t *tree) {
 var openrlhfNoEffect = []string{
 	"ckpt.*", "logger.*", "eval.*", "data.dataset", "data.dataset_probs", "data.dataset_split", "data.max_samples", "data.multiturn",
 	"data.input_key", "data.output_key", "data.input_template", "data.apply_chat_template", "data.tokenizer_chat_template",
-	"data.disable_fast_tokenizer", "data.dataloader_num_workers", "data.prompt_key", "data.chosen_key", "data.rejected_key", "train.seed", "train.full_determinism_enable", "train.max_epochs",
+	"data.disable_fast_tokenizer", "data.dataloader_num_workers", "data.train_split", "data.prompt_key", "data.chosen_key", "data.rejected_key", "train.seed", "train.full_determinism_enable", "train.max_epochs",
 	"local_rank", "adam.*", "muon.*", "lr_scheduler", "lr_warmup_ratio", "min_lr_ratio", "max_norm", "use_ms", "ds.use_universal_ckpt",
 	// the SFT loss over every token, prompt included: the same tensors
 	"model.pretrain_mode_enable",

@@ -189,7 +189,7 @@ func TestOpenRLHFErrors(t *testing.T) {
 		{"reward model", read("train_rm.sh"), llama, "r.sh:31: key launcher.command: train_rm is not modelled: OpenRLHF's reward model", "train_sft"},
 		{"PPO over Ray", read("train_ppo_ray_hybrid_engine.sh"), llama, "r.sh:3: key launcher.command: train_ppo_ray (PPO, GRPO and REINFORCE++ over Ray actors with vLLM rollouts) is not modelled", "grpo(...)"},
 		{"no config.json", base, Options{GPUs: 8}, "r.sh:30: key model.model_name_or_path: no config.json found for meta-llama/Meta-Llama-3-8B", "--model config.json"},
-		{"OpenRLHF 0.10.1's names", edit("--model.model_name_or_path", "--pretrain"), llama, "r.sh:30: key pretrain: is OpenRLHF's argument before 0.10.2", "--model.model_name_or_path"},
+		{"OpenRLHF 0.10.1's names beside the dotted", edit("--model.model_name_or_path", "--pretrain"), llama, "r.sh:30: key pretrain: is OpenRLHF's flat argument (before v0.10.2), beside its dotted --adam.lr", "--model.model_name_or_path (v0.10.2 and later)"},
 		{"a batch that does not divide", edit("--train.batch_size 256", "--train.batch_size 100"), llama, "r.sh:30: key train.batch_size: 100 does not divide into micro batches of 2 on 8 GPUs", "DeepSpeed asserts"},
 		{"QLoRA", edit("--ds.packing_samples", "--ds.packing_samples --ds.load_in_4bit --ds.lora.rank 8"), llama, "key ds.load_in_4bit: OpenRLHF's QLoRA casts the norms to fp32", "nf4-dq"},
 		{"ring attention", edit("--ds.packing_samples", "--ds.packing_samples --ds.ring_attn_size 2"), llama, "key ds.ring_attn_size: ring attention over 2 GPUs (ring_flash_attn) is not modelled", "parallel(cp = ...)"},
