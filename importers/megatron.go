@@ -2,6 +2,7 @@ package importers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -12,7 +13,7 @@ import (
 // norm, attention, residual, norm, MLP, residual).
 var megatronTrainer = &trainer{
 	name:  "megatron",
-	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, dropouts, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag)",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, dropouts, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag), mixture of experts (--num-experts, --moe-*, --expert-model-parallel-size, --expert-tensor-parallel-size)",
 	exts:  []string{".sh", ".bash"},
 	parse: parseMegatron,
 	detect: func(t *tree) bool {
@@ -68,7 +69,7 @@ func parseMegatron(file string, data []byte) (*tree, error) {
 		var vals []string
 		if hasInline {
 			vals = []string{inline}
-		} else if !megatronSwitches[name] {
+		} else if !megatronSwitches[name] && !slices.Contains(megatronMoESwitches, name) {
 			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
 				i++
 				vals = append(vals, args[i])
@@ -79,8 +80,8 @@ func parseMegatron(file string, data []byte) (*tree, error) {
 		case 0:
 		case 1:
 			s, err := parseScalar(vals[0])
-			if err != nil {
-				s = vals[0]
+			if _, list := s.([]any); err != nil || list && name == "moe-layer-freq" {
+				s = vals[0] // a Python list expression Megatron evaluates itself (megatronMoEPattern)
 			}
 			v = s
 		default:
@@ -101,16 +102,12 @@ func parseMegatron(file string, data []byte) (*tree, error) {
 
 func megatronPlan(t *tree, o Options) (*plan, error) {
 	p := &plan{}
-	if experts, err := t.integer("num-experts", 0, 0, 1<<20); err != nil {
-		return nil, err
-	} else if experts > 0 {
-		return nil, t.errorf("num-experts", "memsh check reads dense GPT runs; write the MoE plan in Starlark (moe(...))", "mixture-of-experts runs are not read")
-	}
 	tp, err := t.integer("tensor-model-parallel-size", 1, 1, 1<<20)
 	if err != nil {
 		return nil, err
 	}
-	if err := megatronModel(t, p, tp); err != nil {
+	experts, err := megatronModel(t, p, tp)
+	if err != nil {
 		return nil, err
 	}
 	micro, err := t.integer("micro-batch-size", 0, 1, 1<<24)
@@ -162,43 +159,45 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	p.set("gpu", str(o.GPU))
-	return p, megatronLayout(t, o, p, tp, micro, megatron)
+	return p, megatronLayout(t, o, p, tp, micro, megatron, experts...)
 }
 
-// megatronModel writes mcore's GPT model from the flags.
-func megatronModel(t *tree, p *plan, tp int64) error {
+// megatronModel writes mcore's GPT model from the flags; with
+// --num-experts its MoE layers (megatron_moe.go), whose layout keywords
+// it returns.
+func megatronModel(t *tree, p *plan, tp int64) ([]string, error) {
 	layers, err := t.integer("num-layers", 0, 1, 1<<16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hidden, err := t.integer("hidden-size", 0, 1, 1<<20)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	heads, err := t.integer("num-attention-heads", 0, 1, 1<<16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for k, v := range map[string]int64{"hidden-size": hidden, "num-attention-heads": heads} {
 		if v == 0 {
-			return t.errorf(k, "Megatron requires it", "missing")
+			return nil, t.errorf(k, "Megatron requires it", "missing")
 		}
 	}
 	gqa, err := t.boolean("group-query-attention", false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	groups, err := t.integer("num-query-groups", 1, 1, 1<<16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	headDim, err := t.integer("kv-channels", hidden/heads, 1, 1<<16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	swiglu, err := t.boolean("swiglu", false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ffnDefault := 4 * hidden
 	if swiglu { // arguments.py: int((4 * hidden_size * 2 / 3) / 64) * 64
@@ -206,46 +205,46 @@ func megatronModel(t *tree, p *plan, tp int64) error {
 	}
 	ffn, err := t.integer("ffn-hidden-size", ffnDefault, 1, 1<<24)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	noBias, err := t.boolean("disable-bias-linear", false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	untie, err := t.boolean("untie-embeddings-and-output-weights", false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	norm, err := t.str("normalization", "LayerNorm")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	normFn := map[string]string{"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[norm]
 	if normFn == "" {
-		return t.errorf("normalization", "LayerNorm or RMSNorm", "unknown normalization %s", quoteKey(norm))
+		return nil, t.errorf("normalization", "LayerNorm or RMSNorm", "unknown normalization %s", quoteKey(norm))
 	}
 	position, err := t.str("position-embedding-type", "learned_absolute")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if position != "learned_absolute" && position != "rope" {
-		return t.errorf("position-embedding-type", "learned_absolute or rope", "position embedding %s is not modelled", quoteKey(position))
+		return nil, t.errorf("position-embedding-type", "learned_absolute or rope", "position embedding %s is not modelled", quoteKey(position))
 	}
 	maxPos, err := t.integer("max-position-embeddings", 0, 0, 1<<24)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vocab, err := megatronVocab(t, tp)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	attn, err := megatronAttention(t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hiddenDrop, attnDrop, err := megatronDropout(t, attn)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	normCall := func(name string) string {
 		if normFn == "rmsnorm" {
@@ -276,15 +275,33 @@ func megatronModel(t *tree, p *plan, tp int64) error {
 		mlpArgs = append(mlpArgs, kw("dropout", formatFloat(hiddenDrop)))
 	}
 	mlpArgs = append(mlpArgs, kw("name", str("mlp")))
-	p.defs = append(p.defs,
-		"gpt_layer = sequential(",
-		"    residual(sequential("+normCall("input_layernorm")+", "+call("attention", attnArgs...)+")),",
-		"    residual(sequential("+normCall("pre_mlp_layernorm")+", "+call("mlp", mlpArgs...)+")),",
-		")")
+	experts, err := megatronMoE(t, layers, hidden, ffn, tp, act, noBias)
+	if err != nil {
+		return nil, err
+	}
+	attnRes := "    residual(sequential(" + normCall("input_layernorm") + ", " + call("attention", attnArgs...) + ")),"
+	stack := call("repeat", "gpt_layer", num(layers), kw("name", str("decoder.layers")))
+	if experts == nil || slices.Contains(experts.pattern, false) {
+		p.defs = append(p.defs, "gpt_layer = sequential(", attnRes,
+			"    residual(sequential("+normCall("pre_mlp_layernorm")+", "+call("mlp", mlpArgs...)+")),", ")")
+	}
+	var parallel []string
+	if experts != nil {
+		// TransformerLayer's mlp_bda drops the MoE layer's output as the
+		// MLP's (megatron/core/transformer/transformer_layer.py)
+		moe := experts.block
+		if hiddenDrop > 0 {
+			moe += ", " + call("dropout", formatFloat(hiddenDrop), kw("name", str("mlp_bda")))
+		}
+		p.defs = append(p.defs, "moe_layer = sequential(", attnRes,
+			"    residual(sequential("+normCall("pre_mlp_layernorm")+", "+moe+")),", ")")
+		stack = call("repeat", megatronLayerList(experts.pattern), kw("name", str("decoder.layers")))
+		parallel = experts.parallel
+	}
 	front := []string{call("embedding", num(vocab), num(hidden), kw("name", str("embedding")))}
 	if position == "learned_absolute" {
 		if maxPos == 0 {
-			return t.errorf("max-position-embeddings", "learned positions need it: --max-position-embeddings 4096", "missing")
+			return nil, t.errorf("max-position-embeddings", "learned positions need it: --max-position-embeddings 4096", "missing")
 		}
 		front = append(front, call("add_embedding", num(maxPos), num(hidden), kw("max_seq", num(maxPos)), kw("name", str("position_embeddings"))))
 	}
@@ -292,9 +309,27 @@ func megatronModel(t *tree, p *plan, tp int64) error {
 		front = append(front, call("dropout", formatFloat(hiddenDrop), kw("name", str("embedding_dropout"))))
 	}
 	p.model = call("model", append(append([]string{str("gpt")}, front...),
-		call("repeat", "gpt_layer", num(layers), kw("name", str("decoder.layers"))), normCall("final_layernorm"),
-		kw("vocab", num(vocab)), kw("tie_embeddings", boolean(!untie)))...)
-	return nil
+		stack, normCall("final_layernorm"), kw("vocab", num(vocab)), kw("tie_embeddings", boolean(!untie)))...)
+	return parallel, nil
+}
+
+// megatronLayerList is the decoder's layers in the order the MoE pattern
+// gives them, as runs: [gpt_layer] * 1 + [moe_layer] * 15.
+func megatronLayerList(pattern []bool) string {
+	var runs []string
+	for i := 0; i < len(pattern); {
+		j := i
+		for j < len(pattern) && pattern[j] == pattern[i] {
+			j++
+		}
+		name := "gpt_layer"
+		if pattern[i] {
+			name = "moe_layer"
+		}
+		runs = append(runs, fmt.Sprintf("[%s] * %d", name, j-i))
+		i = j
+	}
+	return strings.Join(runs, " + ")
 }
 
 // megatronVocab is the padded vocabulary: --vocab-size, or GPT-2's BPE

@@ -85,7 +85,7 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64, megatron bool,
 	if pp == 1 && n > 1 {
 		p.set("grad_accum", num(n))
 	}
-	if gpus == 1 && !distOpt { // one GPU: no layout, unless Megatron's distributed optimizer (of one rank) runs it
+	if gpus == 1 && !distOpt && len(extra) == 0 { // one GPU: no layout, unless Megatron's distributed optimizer (of one rank) or the experts' keywords (the router's dtype) run it
 		return nil
 	}
 	args := []string{kw("dp", num(dp))}

@@ -187,8 +187,6 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: key num-layers: given twice: 2 and 4", wantHint: "once"},
 		{name: "an unknown fused cross-entropy", file: "run.sh", config: launch + " --tensor-model-parallel-size 2 --cross-entropy-loss-fusion --cross-entropy-fusion-impl fast\n", opts: Options{GPUs: 8},
 			want: "run.sh: key cross-entropy-fusion-impl: want native or te, got fast", wantHint: "native"},
-		{name: "a mixture of experts", file: "run.sh", config: launch + " --num-experts 8\n", opts: Options{GPUs: 8},
-			want: "run.sh: key num-experts: mixture-of-experts runs are not read", wantHint: "moe("},
 		{name: "a dropout that is no probability", file: "run.sh", config: launch + " --hidden-dropout 1.5\n",
 			want: "run.sh: key hidden-dropout: want a probability in [0, 1), got 1.5"},
 		{name: "an inference layer spec", file: "run.sh", config: launch + " --transformer-impl inference_optimized\n",
