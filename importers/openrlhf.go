@@ -256,10 +256,23 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 	default:
 		return nil, t.errorf(openrlhfCommandKey, "memsh check reads openrlhf.cli.train_sft and train_dpo", "OpenRLHF's %s is not modelled", entry)
 	}
-	if _, err := openrlhfFlat(t, dpo); err != nil {
+	r, err := openrlhfFlat(t, dpo)
+	if err != nil {
 		return nil, err
 	}
-	o, world, err := openrlhfWorld(t, o)
+	if r.less(openrlhfFirstDotted) { // a flat script: messages name its arguments
+		p, err := openrlhfRead(t, o, dpo)
+		return p, openrlhfFlatMessage(err)
+	}
+	return openrlhfRead(t, o, dpo)
+}
+
+// openrlhfRead is the plan of the script's arguments under their dotted
+// names (flat ones renamed: openrlhfFlat).
+func openrlhfRead(t *tree, o Options, dpo bool) (*plan, error) {
+	var world int64
+	var err error
+	o, world, err = openrlhfWorld(t, o)
 	if err != nil {
 		return nil, err
 	}

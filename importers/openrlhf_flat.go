@@ -1,7 +1,9 @@
 package importers
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -241,4 +243,31 @@ func maxRelease(a, b openrlhfRelease) openrlhfRelease {
 		return b
 	}
 	return a
+}
+
+// openrlhfArg is an argument as a message writes it: --name.
+var openrlhfArg = regexp.MustCompile(`--[A-Za-z0-9_.]+[A-Za-z0-9_]`)
+
+// openrlhfFlatMessage writes the dotted arguments an error of a flat
+// script's reading names (its key, message and hint: "a multiple of
+// --train.micro_batch_size x GPUs") by their flat names, as the script
+// writes them.
+func openrlhfFlatMessage(err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	flat := func(s string) string {
+		return openrlhfArg.ReplaceAllStringFunc(s, func(a string) string {
+			if f := openrlhfDottedName(strings.TrimPrefix(a, "--")); !strings.Contains(f, " ") {
+				return "--" + f
+			}
+			return a
+		})
+	}
+	e.Msg, e.Hint = flat(e.Msg), flat(e.Hint)
+	if f := openrlhfDottedName(e.Key); e.Key != "" && !strings.Contains(f, " ") {
+		e.Key = f // a key the reader named itself (a missing --pretrain)
+	}
+	return err
 }

@@ -215,13 +215,15 @@ func TestOpenRLHFFlatErrors(t *testing.T) {
 		{"a release misspelt", base, []string{"memsh.openrlhf=0.9.1-rc1"}, "want a release such as 0.9.1 or 0.10.1.post2, got 0.9.1-rc1", ""},
 		{"torch_compile", edit("--attn_implementation flash_attention_2", "--flash_attn --torch_compile"), nil, "key torch_compile: torch.compile of the model is not modelled", "leave it out"},
 		{"ZeRO stage out of range", edit("--zero_stage 2", "--zero_stage 4"), nil, "key zero_stage: 4 is out of range", ""},
-		{"a batch that does not divide", edit("--train_batch_size 256", "--train_batch_size 100"), nil, "key train_batch_size: 100 does not divide into micro batches of 2 on 8 GPUs", "DeepSpeed asserts"},
+		{"a batch that does not divide", edit("--train_batch_size 256", "--train_batch_size 100"), nil, "key train_batch_size: 100 does not divide into micro batches of 2 on 8 GPUs", "a multiple of --micro_train_batch_size x GPUs"},
 		{"a negative max_len", edit("--max_len 2048", "--max_len -5"), nil, "key max_len:", ""},
 		{"QLoRA", edit("--zero_stage 2", "--zero_stage 2 --load_in_4bit --lora_rank 8"), nil, "key load_in_4bit: OpenRLHF's QLoRA", "nf4-dq"},
 		{"ring attention", edit("--zero_stage 2", "--zero_stage 2 --ring_attn_size 2"), nil, "key ring_attn_size: ring attention over 2 GPUs", ""},
 		{"AutoTP", edit("--zero_stage 2", "--zero_stage 2 --ds_tensor_parallel_size 2"), nil, "key ds_tensor_parallel_size: DeepSpeed's AutoTP over 2 GPUs", ""},
 		{"fp32 weights", edit("--bf16", "--param_dtype fp32"), nil, "key param_dtype: unknown dtype fp32", "bf16 or fp16"},
-		{"no model", edit("--pretrain meta-llama/Meta-Llama-3-8B", ""), nil, "key model.model_name_or_path: missing", "--model.model_name_or_path"},
+		{"no model", edit("--pretrain meta-llama/Meta-Llama-3-8B", ""), nil, "key pretrain: missing", "--pretrain meta-llama/Meta-Llama-3-8B"},
+		{"LoRA targets not names", edit("--zero_stage 2", "--zero_stage 2 --lora_rank 8 --target_modules 1 2"), nil, "key target_modules: want a list of names, got an item 1", ""},
+		{"packed rows out of range", edit("--max_len 2048", "--max_len 16777216"), nil, "key packing_samples: a row of 33554432 tokens", "a shorter --max_len or a smaller --micro_train_batch_size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := defaults(openrlhfModelOpts(t, 8, "llama-3-8b.json"))
