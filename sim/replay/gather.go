@@ -386,7 +386,9 @@ func (d *distState) afterBackward(r *Replay, i int) {
 				if d.zg != nil {
 					d.zeroHook(r, pi) // a full bucket is reduced first
 				}
-				d.zero3AccumHook(r, pi)
+				if d.zero3Hook(r, pi) { // kept until the reduction (zero3_reduce.go)
+					continue
+				}
 				r.release(r.paramGrad[pi])
 				r.paramGrad[pi] = none
 			}
@@ -436,7 +438,7 @@ func (d *distState) backwardEnd(r *Replay) {
 		}
 	}
 	if d.Mode == DistZeRO && d.Par.Zero == 3 {
-		d.zero3AccumReduce(r) // the last bucket (zero_accum.go)
+		d.zero3Reduce(r) // the last bucket (zero3_reduce.go)
 	}
 	if d.bf16opt && r.Plan.Phase != core.Eval {
 		d.bf16Epilogue(r) // the gradients stay to the step (zero_accum.go)

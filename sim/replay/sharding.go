@@ -122,10 +122,10 @@ type distState struct {
 	heldGrad  map[core.Value]bool
 	keptGrads []int32
 
-	ipg  int32      // ZeRO-1/2 reduce bucket, live during backward
-	ipg2 int32      // its double buffer with overlap_comm
-	zg   *zeroGrads // ZeRO-1/2's gradient partition and zero gradients (zero_grads.go), nil otherwise
-	z3   zero3Accum // ZeRO-3's reduce bucket under grad_accum_dtype (zero_accum.go)
+	ipg  int32       // ZeRO-1/2 reduce bucket, live during backward
+	ipg2 int32       // its double buffer with overlap_comm
+	zg   *zeroGrads  // ZeRO-1/2's gradient partition and zero gradients (zero_grads.go), nil otherwise
+	z3   zero3Bucket // ZeRO-3's reduce bucket (zero3_reduce.go)
 	// bf16opt: DeepSpeed runs this ZeRO-1 as its BF16_Optimizer (zero_accum.go)
 	bf16opt bool
 

@@ -15,9 +15,15 @@ import (
 //     setup_buckets, l.2493-2516) and frees autograd's tensor; a gradient
 //     that would pass reduce_bucket_size first reduces the bucket
 //     (reduce_independent_p_g_buckets_and_remove_grads, l.1193-1253);
-//   - the reduction flattens the bucket's slices into a copy
-//     (allreduce_bucket, l.1833-1867: self.flatten(bucket)) that lives
-//     while it is reduced (average_tensor, l.1350-1471), then copies each
+//   - the reduction cuts the bucket into slices, one for each rank's
+//     partition each gradient overlaps, the slices of consecutive
+//     gradients in one partition merged (average_tensor, 0.19.8
+//     l.1590-1700: rank_and_offsets), and flattens them into a copy
+//     (allreduce_bucket, l.2359-2400: self.flatten(bucket)) that lives
+//     while it is reduced; a bucket of one slice (every gradient in it in
+//     one rank's partition) is flattened as a view, nothing allocated
+//     (torch's flatten_dense_tensors of one tensor; measured by
+//     tools/oracle/zero_reduce.py, sim/zero_reduce_test.go). It then copies each
 //     gradient of a parameter in this rank's partition into
 //     grads_in_partition (reduce_ipg_grads, l.1691-1756), which the first
 //     such copy of a backward allocates with the elements of every
@@ -68,6 +74,15 @@ type zeroGrads struct {
 	cur     int32  // this micro-batch's grads_in_partition, none until its first copy
 	held    int32  // the step's kept grads_in_partition, none
 	heldZ   int32  // the step's kept zero gradients, none
+	// lo and hi, by parameter: the first and last partition its elements
+	// fall in, in its flat group grp (-1 outside the flat groups).
+	lo, hi []int32
+	grp    []int8
+	// slices is the bucket's slices so far (average_tensor), last the
+	// partition and group of the last one.
+	slices   int
+	lastPart int32
+	lastGrp  int8
 	// wide, by flat group: the followed rank's gradient list holds a
 	// tensor in the accumulation dtype (a zero gradient, or the last
 	// rank's padding: get_flat_partition), so the step's torch.cat of it
@@ -81,14 +96,21 @@ type zeroGrads struct {
 // parameters. A group is flattened in parameter order and padded at its
 // end (zeroPartition); rank k's partition is [k*size, (k+1)*size).
 func (d *distState) zeroRank(r *Replay) *zeroGrads {
-	z := &zeroGrads{inPart: make([]bool, len(d.p.Params)), cur: none, held: none, heldZ: none}
-	for _, g := range d.groups(true) {
+	np := len(d.p.Params)
+	z := &zeroGrads{inPart: make([]bool, np), lo: make([]int32, np), hi: make([]int32, np), grp: make([]int8, np), cur: none, held: none, heldZ: none}
+	for i := range z.grp {
+		z.grp[i] = -1
+	}
+	for gi, g := range d.groups(true) {
 		size := zeroPartition(g.numel, g.n)
 		k := d.zeroWorst(r, g, size)
 		wide := k == g.n-1 && size*g.n > g.numel // padded
 		var off int64
 		for _, pi := range g.params {
 			n := d.p.Params[pi].Numel
+			if n > 0 {
+				z.lo[pi], z.hi[pi], z.grp[pi] = int32(off/size), int32((off+n-1)/size), int8(gi)
+			}
 			if n > 0 && off < (k+1)*size && off+n > k*size {
 				z.inPart[pi] = true
 				z.numel += n
@@ -176,11 +198,16 @@ func (d *distState) zeroHook(r *Replay, pi int32) {
 	}
 	z.bucket += n
 	z.hasPart = z.hasPart || z.inPart[pi]
+	if z.slices == 0 || z.lo[pi] != z.lastPart || z.grp[pi] != z.lastGrp || z.grp[pi] < 0 {
+		z.slices++ // else its first slice is merged into the bucket's last
+	}
+	z.slices += int(z.hi[pi] - z.lo[pi])
+	z.lastPart, z.lastGrp = z.hi[pi], z.grp[pi]
 }
 
 // zeroReduce is reduce_ipg_grads: the bucket's flattened copy while it is
-// reduced, then the partition's gradients copied out, into this
-// micro-batch's grads_in_partition.
+// reduced (of more than one slice), then the partition's gradients copied
+// out, into this micro-batch's grads_in_partition.
 func (d *distState) zeroReduce(r *Replay) {
 	z := d.zg
 	if z.bucket == 0 {
@@ -188,14 +215,16 @@ func (d *distState) zeroReduce(r *Replay) {
 	}
 	s := d.zeroStream()
 	dt := r.Plan.Precision.Params
-	r.release(d.allocOn(r, s, "reduced bucket", []int64{z.bucket}, dt, dt.Bytes(z.bucket), core.CatComm,
-		"flattened copy of the reduce bucket's gradients while they are reduced (DeepSpeed allreduce_bucket)"))
+	if z.slices > 1 {
+		r.release(d.allocOn(r, s, "reduced bucket", []int64{z.bucket}, dt, dt.Bytes(z.bucket), core.CatComm,
+			"flattened copy of the reduce bucket's slices while they are reduced (DeepSpeed allreduce_bucket)"))
+	}
 	if z.hasPart && z.cur == none && z.numel > 0 {
 		gt := r.Plan.Precision.Params // self.dtype, whatever grad_accum_dtype (l.1678-1680)
 		z.cur = d.allocOn(r, s, "grads_in_partition", []int64{z.numel}, gt, gt.Bytes(z.numel), core.CatGrads,
 			"this rank's gradient partition: every parameter overlapping it, whole (DeepSpeed copy_grads_in_partition)")
 	}
-	z.bucket, z.hasPart = 0, false
+	z.bucket, z.hasPart, z.slices = 0, false, 0
 }
 
 // A grad_accum_dtype other than the model's (core.Precision.ZeroGradAccum)
