@@ -249,7 +249,7 @@ func openrlhfPlan(t *tree, o Options) (*plan, error) {
 		dpo = true
 	case "train_rm":
 		return nil, t.errorf(openrlhfCommandKey, "memsh check reads OpenRLHF's train_sft and train_dpo",
-			"%s is not modelled: OpenRLHF's reward model (a value head over the decoder's last hidden states of chosen and rejected rows, models/model.py get_llm_for_sequence_regression) has no plan in memsh", entry)
+			"%s is not modelled: OpenRLHF's reward model (the decoder without its lm_head, a [hidden, 1] value head over its last hidden states, the chosen and rejected rows' values at their last token under a pairwise loss: models/model.py get_llm_for_sequence_regression, trainer/rm_trainer.py) has no plan in memsh, whose hf_config builds the causal LM with its vocabulary head", entry)
 	case "train_ppo_ray":
 		return nil, t.errorf(openrlhfCommandKey, "write the GRPO step in Starlark: preference = grpo(...) replays TRL's GRPOTrainer's training step with its colocated vLLM engine (docs/grpo.md)",
 			"%s (PPO, GRPO and REINFORCE++ over Ray actors with vLLM rollouts) is not modelled", entry)

@@ -328,3 +328,30 @@ func TestOpenRLHFFlatArguments(t *testing.T) {
 		t.Errorf("%d arguments: want train_sft.py's and train_dpo.py's 148", n)
 	}
 }
+
+// TestOpenRLHFDottedRelease: memsh.openrlhf on a dotted script (0.10.2 and
+// later) sets the transformers release it pins; memsh.transformers wins.
+func TestOpenRLHFDottedRelease(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		want      string
+	}{
+		{nil, `transformers = "5.15.0"`},
+		{[]string{"memsh.openrlhf=0.10.3"}, `transformers = "5.7.0"`},
+		{[]string{"memsh.openrlhf=0.10.2"}, `transformers = "5.5.4"`},
+		{[]string{"memsh.openrlhf=0.10.3", "memsh.transformers=5.6.0"}, `transformers = "5.6.0"`},
+	} {
+		o := defaults(openrlhfModelOpts(t, 8, "llama-3-8b.json"))
+		o.Overrides = tc.overrides
+		res, err := Import("train_sft.sh", []byte(readOpenRLHF(t, "train_sft.sh")), o)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.overrides, err)
+		}
+		if !strings.Contains(res.Script, tc.want) {
+			t.Errorf("%q: the script has no %q:\n%s", tc.overrides, tc.want, res.Script)
+		}
+		if slices.ContainsFunc(res.NotModelled, func(s string) bool { return strings.HasPrefix(s, "memsh.openrlhf") }) {
+			t.Errorf("%q: a dotted script assumes no release: %q", tc.overrides, res.NotModelled)
+		}
+	}
+}
