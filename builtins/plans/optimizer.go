@@ -51,6 +51,9 @@ func (x Optimizer) String() string {
 		if x.o.NS != "" {
 			args = append(args, fmt.Sprintf("newton_schulz=%q", x.o.NS))
 		}
+		if x.o.MuonTP != "" {
+			args = append(args, fmt.Sprintf("tp_mode=%q", x.o.MuonTP))
+		}
 	}
 	if x.o.Impl != "" && x.o.Impl != "foreach" {
 		args = append(args, fmt.Sprintf("impl=%q", x.o.Impl))
@@ -65,7 +68,7 @@ func (x Optimizer) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bo
 	return compareEqual(op, x.o == y.(Optimizer).o, "optimizers")
 }
 
-var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum", "nesterov", "newton_schulz", "ns_steps"}
+var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum", "nesterov", "newton_schulz", "ns_steps", "tp_mode"}
 
 func (x Optimizer) AttrNames() []string { return optimizerAttrNames }
 
@@ -94,6 +97,14 @@ func (x Optimizer) Attr(name string) (starlark.Value, error) {
 			return starlark.String("torch"), nil
 		}
 		return starlark.String(x.o.NS), nil
+	case "tp_mode":
+		if x.o.Kind != core.Muon {
+			return starlark.None, nil
+		}
+		if x.o.MuonTP == "" {
+			return starlark.String("duplicated"), nil
+		}
+		return starlark.String(x.o.MuonTP), nil
 	}
 	return nil, nil
 }
@@ -163,7 +174,7 @@ var optimizerDocs = []struct {
 			"a full vector for 1-D tensors)."},
 	{core.Lion, "lion(in_backward=False)",
 		"Lion: one momentum buffer per parameter, updated in place."},
-	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, newton_schulz=\"torch\", impl=\"foreach\")",
+	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, newton_schulz=\"torch\", impl=\"foreach\", tp_mode=\"duplicated\")",
 		"Muon (torch.optim.Muon, PyTorch 2.9+) on the 2-D weight matrices other than the embedding and the output " +
 			"head, with AdamW on the rest (embeddings, head, norms, biases, 3-D expert weights), as Muon recipes run it: " +
 			"one momentum buffer per matrix (4 bytes/param in fp32), AdamW's two moments elsewhere. Muon steps one matrix at " +
@@ -172,8 +183,14 @@ var optimizerDocs = []struct {
 			"matrix products per matrix. newton_schulz is the iteration's form: \"torch\" (torch.optim.Muon's addmm) or " +
 			"\"reference\" (K. Jordan's expressions B = b*A + c*A@A, X = a*X + B@X, as Moonlight, LLaMA-Factory's use_muon and " +
 			"Axolotl copy them: three k x n bf16 tensors alive at once more, five more elementwise kernels an iteration). " +
-			"impl is its AdamW's (\"foreach\", \"fused\" or \"for-loop\"). On one GPU or " +
-			"data parallel only: sharded layouts (zero=, fsdp=, tp=, ...) are refused."},
+			"impl is its AdamW's (\"foreach\", \"fused\" or \"for-loop\"). Under precision=\"megatron\" it is Megatron-LM's " +
+			"--optimizer muon (NVIDIA's emerging_optimizers, newton_schulz=\"emerging\"): the fp32 main matrices and their " +
+			"fp32 momentum, every expert's matrix of a grouped MoE too, Adam on the rest; under tp= each TE weight's shards " +
+			"are all-gathered in fp32 and the whole matrix orthogonalized on every rank (tp_mode=\"duplicated\", " +
+			"--muon-tp-mode's default; \"blockwise\": each rank its own shard); with parallel(distributed_optimizer=True) " +
+			"it is Megatron's layer-wise distributed optimizer (each data-parallel rank owns whole matrices, the rest " +
+			"sharded by the distributed optimizer). Otherwise on one GPU or data parallel only: sharded layouts " +
+			"(zero=, fsdp=, tp=, ...) are refused."},
 	{core.SparseAdam, "sparse_adam(in_backward=False)",
 		"SparseAdam (torch.optim.SparseAdam): two moments, updated only on the rows read this step (for sparse tables)."},
 }
@@ -193,7 +210,7 @@ func OptimizerBuiltins() []host.Builtin {
 func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	o := defaultOptimizer(kind)
 	var momentum, fused starlark.Value
-	ns := "torch"
+	ns, tpMode := "torch", "duplicated"
 	pairs := []any{"in_backward?", &o.InBackward}
 	switch kind {
 	case core.SGD:
@@ -201,7 +218,7 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 	case core.Adam, core.AdamW:
 		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
 	case core.Muon:
-		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "newton_schulz?", &ns, "impl?", &o.Impl, "fused?", &fused}
+		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "newton_schulz?", &ns, "impl?", &o.Impl, "fused?", &fused, "tp_mode?", &tpMode}
 	}
 	if err := AliasedKeyword(b.Name(), kwargs, optimizerAlias); err != nil {
 		return nil, err
@@ -211,9 +228,19 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 	}
 	if kind == core.Muon && ns != "torch" { // "" is core's torch: o.Validate refuses other names
 		if ns == "" {
-			return nil, fmt.Errorf(`newton_schulz "" is not a form memsh knows: "torch" or "reference"`)
+			return nil, fmt.Errorf(`newton_schulz "" is not a form memsh knows: "torch", "reference" or "emerging"`)
 		}
 		o.NS = ns
+	}
+	if kind == core.Muon && tpMode != "duplicated" { // "" is core's duplicated: the plan's validation refuses other names
+		switch tpMode {
+		case core.MuonBlockwise:
+		case "distributed":
+			return nil, fmt.Errorf(`tp_mode "distributed" (Newton-Schulz distributed over the TP ranks, a Gram all-reduce an iteration) is not modelled: "duplicated" or "blockwise"`)
+		default:
+			return nil, fmt.Errorf(`tp_mode %q is not a mode memsh knows: "duplicated" (Megatron's --muon-tp-mode default) or "blockwise"`, tpMode)
+		}
+		o.MuonTP = tpMode
 	}
 	if momentum != nil {
 		m, err := host.AsFloat(momentum, "momentum")

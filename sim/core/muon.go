@@ -55,7 +55,7 @@ const MuonDefaultNSSteps = 5
 // MuonMatrix reports whether o steps p by Muon's orthogonalized update
 // (not its AdamW).
 func (o Optimizer) MuonMatrix(p *ParamInfo) bool {
-	return o.Kind == Muon && len(p.Shape) == 2 && p.Role != RoleEmbed && p.Role != RoleLMHead
+	return o.Kind == Muon && len(o.MuonMatrixShape(p)) == 2 && p.Role != RoleEmbed && p.Role != RoleLMHead
 }
 
 // ParamStates is p's optimizer state in dtype dt: Muon's momentum buffer
@@ -79,6 +79,9 @@ type MuonTemporary struct {
 // bf16 iterate, its Gram matrix and the Gram update, and the next
 // iterate.
 func (o Optimizer) MuonStepTemporaries(p *ParamInfo, grad units.DType) []MuonTemporary {
+	if o.NS == MuonEmerging { // Megatron-LM's (muon_megatron.go), one expert's matrix at a time
+		return o.MuonPieceTemporaries(p, o.MuonMatrixShape(p))
+	}
 	k, n := muonDims(p.Shape)
 	var out []MuonTemporary
 	if o.Nesterov {
@@ -136,13 +139,13 @@ func muonDims(s []int64) (k, n int64) {
 // them.
 func (o Optimizer) validateMuon() error {
 	if o.Kind != Muon {
-		if o.NSSteps != 0 || o.Nesterov || o.NS != "" {
-			return fmt.Errorf("ns_steps, newton_schulz and nesterov are Muon's (muon()), not %s's", o.Kind)
+		if o.NSSteps != 0 || o.Nesterov || o.NS != "" || o.MuonTP != "" {
+			return fmt.Errorf("ns_steps, newton_schulz, nesterov and tp_mode are Muon's (muon()), not %s's", o.Kind)
 		}
 		return nil
 	}
-	if o.NS != "" && o.NS != MuonReference {
-		return fmt.Errorf("newton_schulz %q is not a form memsh knows: \"torch\" (torch.optim.Muon's addmm) or \"reference\" (K. Jordan's expressions)", o.NS)
+	if o.NS != "" && o.NS != MuonReference && o.NS != MuonEmerging {
+		return fmt.Errorf("newton_schulz %q is not a form memsh knows: \"torch\" (torch.optim.Muon's addmm), \"reference\" (K. Jordan's expressions) or \"emerging\" (Megatron-LM's emerging_optimizers)", o.NS)
 	}
 	if o.NSSteps < 1 || o.NSSteps >= 100 { // torch: "Number of steps must be less than 100"
 		return fmt.Errorf("ns_steps must be in [1, 100) (got %d): torch.optim.Muon refuses 100 or more", o.NSSteps)
@@ -154,11 +157,17 @@ func (o Optimizer) validateMuon() error {
 }
 
 // validateMuonLayout refuses Muon where memsh's shards would step it
-// wrongly: Muon orthogonalizes whole matrices, so ZeRO, FSDP, Megatron's
-// distributed optimizer and tensor parallelism (which shard them) need a
-// gather or a distributed Newton-Schulz that memsh does not replay; data
-// parallel (DDP) steps whole matrices on every rank.
+// wrongly: torch.optim.Muon orthogonalizes whole matrices, so ZeRO, FSDP
+// and tensor parallelism (which shard them) need a gather or a
+// distributed Newton-Schulz that memsh replays under Megatron-LM's
+// runtime only (its emerging_optimizers Muon gathers the TP shards,
+// muon_megatron.go; its distributed optimizer becomes the layer-wise one,
+// muon_layerwise.go); data parallel (DDP) steps whole matrices on every
+// rank.
 func (p *Plan) validateMuonLayout() error {
+	if err := p.validateMuonMegatron(); err != nil {
+		return err
+	}
 	if p.Optimizer.Kind != Muon || p.Phase == Eval {
 		return nil
 	}
@@ -169,6 +178,14 @@ func (p *Plan) validateMuonLayout() error {
 		what = "zero="
 	case par.FSDP:
 		what = "fsdp="
+	case p.Offload != nil:
+		what = "offload="
+	case p.Precision.Megatron:
+		if p.Precision.Params == units.FP16 { // _get_megatron_emerging_optimizer
+			return &units.Error{Path: "train", Msg: "muon() with fp16 parameters under Megatron-LM: \"emerging optimizer with fp16 is not supported\"",
+				Hint: "bf16 parameters (--bf16), or adam"}
+		}
+		return nil
 	case par.DistributedOptimizer:
 		what = "distributed_optimizer=True"
 	case par.TP > 1:
@@ -179,12 +196,14 @@ func (p *Plan) validateMuonLayout() error {
 		what = "ep="
 	case par.CP > 1:
 		what = "cp="
-	case p.Offload != nil:
-		what = "offload="
 	}
 	if what == "" {
 		return nil
 	}
-	return &units.Error{Path: "train", Msg: "muon() with " + what + ": Muon orthogonalizes whole matrices, and memsh replays it on unsharded parameters only (one GPU or data parallel)",
-		Hint: "parallel(dp=N) alone, or adamw() for the sharded layout"}
+	hint := "parallel(dp=N) alone, or adamw() for the sharded layout"
+	if what != "zero=" && what != "fsdp=" && what != "offload=" {
+		hint = `precision="megatron" (Megatron-LM's Muon, which gathers the TP shards), parallel(dp=N) alone, or adamw()`
+	}
+	return &units.Error{Path: "train", Msg: "muon() with " + what + ": Muon orthogonalizes whole matrices, and memsh replays torch.optim.Muon on unsharded parameters only (one GPU or data parallel), Megatron-LM's under tp, pp, ep, cp and dp",
+		Hint: hint}
 }

@@ -46,6 +46,10 @@ type Optimizer struct {
 	NSSteps  int
 	NS       string
 	Nesterov bool
+	// MuonTP: Megatron-LM's --muon-tp-mode, "" for duplicated (the TP
+	// shards gathered, the whole matrix orthogonalized on every rank) or
+	// "blockwise" (muon_megatron.go).
+	MuonTP string
 }
 
 // OptimizerKind is an optimizer algorithm; optimizerSpecs declares each

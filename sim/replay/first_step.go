@@ -13,7 +13,7 @@ func (r *Replay) firstStepStates() {
 		if !r.stepped(pi) {
 			continue
 		}
-		states := r.Plan.Optimizer.ParamStates(p, p.StateDType(r.Plan.Precision))
+		states := r.Plan.Muon().ParamStates(p, p.StateDType(r.Plan.Precision))
 		for _, s := range states.List() {
 			id := r.allocState(p, s, ", created by the first optimizer.step()")
 			if r.lazy {

@@ -490,6 +490,9 @@ func (d *distState) optimizerStep(r *Replay) bool {
 	prec := r.Plan.Precision
 	switch d.Mode {
 	case DistMegatron:
+		if r.Plan.Optimizer.Kind == core.Muon {
+			r.muonEmergingStep() // muon_megatron.go
+		}
 		return true
 	case DistZeRO:
 		master := prec.ZeroMaster()

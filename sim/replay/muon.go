@@ -13,7 +13,11 @@ import (
 // each tensor is its own block of the caching allocator. AdamW's step of
 // the other parameters follows it (stepTemporaries).
 func (r *Replay) muonStepTemporaries() {
-	o, prec := r.Plan.Optimizer, r.Plan.Precision
+	o, prec := r.Plan.Muon(), r.Plan.Precision
+	if o.NS == core.MuonEmerging { // Megatron's, by matrix (muon_megatron.go)
+		r.muonEmergingStep()
+		return
+	}
 	largest, bytes := -1, int64(0)
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]

@@ -181,7 +181,7 @@ func (r *Replay) setup() {
 				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: m, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
 				st.Master += b
 			}
-			states := plan.Optimizer.ParamStates(p, p.StateDType(prec))
+			states := plan.Muon().ParamStates(p, p.StateDType(prec))
 			for _, s := range states.List() {
 				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
@@ -245,14 +245,18 @@ func (r *Replay) paramBytes(p *core.ParamInfo) int64 {
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
 func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
-	states := r.Plan.Optimizer.ParamStates(p, p.StateDType(r.Plan.Precision))
+	states := r.Plan.Muon().ParamStates(p, p.StateDType(r.Plan.Precision))
 	return r.optimizerTraffic(p, states.Bytes())
 }
 
 // optimizerTraffic is OptimizerTraffic with the bytes s of p's optimizer
 // states given (setup has them already).
 func (r *Replay) optimizerTraffic(p *core.ParamInfo, s int64) int64 {
-	if r.Plan.Optimizer.MuonMatrix(p) {
+	if o := r.Plan.Muon(); o.MuonMatrix(p) {
+		if o.NS == core.MuonEmerging { // Megatron's, one expert's matrix at a time (muon_megatron.go)
+			s := o.MuonMatrixShape(p)
+			return p.Numel / core.Numel(s) * r.MuonEmergingTraffic(p, s)
+		}
 		return r.MuonTraffic(p)
 	}
 	prec := r.Plan.Precision
@@ -407,7 +411,7 @@ func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 	if opt.Kind == core.Muon { // its matrices one at a time, then its AdamW on the rest
 		r.muonStepTemporaries()
 		opt.Kind, why = core.AdamW, "temporaries of muon()'s adamw step ("+opt.ImplName()+") of the parameters that are not its matrices"
-		stepped = func(pi int) bool { return r.stepped(pi) && !r.Plan.Optimizer.MuonMatrix(&r.P.Params[pi]) }
+		stepped = func(pi int) bool { return r.stepped(pi) && !r.Plan.Muon().MuonMatrix(&r.P.Params[pi]) }
 	}
 	var largest, total int64
 	for pi := range r.P.Params {

@@ -94,7 +94,7 @@ func (d *distState) megatronMainParams(r *Replay, shards []mainShard) {
 	}
 	for _, s := range shards {
 		p := &d.p.Params[s.pi]
-		for _, x := range r.Plan.Optimizer.States([]int64{s.n}, s.n, prec.States) {
+		for _, x := range d.muonState(r, s) { // Adam's by shape, a Muon matrix's momentum (muon_megatron.go)
 			st.Optimizer += x.Bytes
 			a := Alloc{Tensor: x.Name, Shape: []int64{s.n}, DType: prec.States, Bytes: x.Bytes, Why: x.Name, Cat: core.CatOptimizer}
 			parts := allocParts{tensor: p.Name, sep: " ", why: "optimizer state ", whyTail: " (distributed-optimizer shard)"}

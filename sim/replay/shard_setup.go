@@ -150,6 +150,10 @@ func (d *distState) setupMegatron(r *Replay) {
 			d.optimizerShard(r, g.name, shard, "distributed-optimizer shard")
 			continue
 		}
+		if r.Plan.LayerWise() { // Muon's matrices owned whole (muon_megatron.go)
+			d.megatronMainParams(r, d.layerWiseShards(r, g))
+			continue
+		}
 		d.megatronMainParams(r, megatronShards(d.p, g, shard))
 	}
 }

@@ -21,6 +21,7 @@ type MuonWork struct {
 	Traffic  float64 // HBM bytes of the elementwise ops (replay.MuonTraffic)
 	GEMM     float64 // seconds of the Newton-Schulz products
 	Kernels  float64 // kernels launched
+	Gather   float64 // seconds of Megatron's all-gathers of the TP shards (duplicated mode)
 }
 
 // addMuon adds p, one of Muon's matrices (traffic b), to w's Muon work;
@@ -44,11 +45,49 @@ func (w *OptimizerWork) addMuon(plan *core.Plan, p *core.ParamInfo, b float64) {
 	}
 }
 
+// addMuonEmerging adds one matrix of local shape s of p under
+// emerging_optimizers' form, Megatron-LM's Muon (core/muon_megatron.go,
+// traffic b from replay.MuonEmergingTraffic), to w's Muon work and to
+// its tensors and elements: eleven elementwise kernels (the weight
+// decay's add_, lerp_, the norm, its clamp_min and div, the bf16 and
+// fp32 copies, the two scalings, add_, the copy into the model's
+// parameter), the Nesterov lerp and the gathered shards' cat where they
+// run, and 3 x ns_steps bf16 GEMMs of the matrix orthogonalized, the
+// whole matrix on every TP rank in the duplicated mode, after an
+// all-gather of its fp32 shards over the TP group (one collective a
+// matrix, on the step's stream: nothing overlaps it).
+func (w *OptimizerWork) addMuonEmerging(plan *core.Plan, p *core.ParamInfo, s []int64, b float64) {
+	o := plan.Muon()
+	n := float64(core.Numel(s))
+	w.Tensors++
+	w.Elements += n
+	w.Muon.Tensors++
+	w.Muon.Elements += n
+	w.Muon.Traffic += b
+	ops := 11.0
+	if o.Nesterov {
+		ops++
+	}
+	whole, gathered := o.MuonGathered(p, s)
+	if gathered {
+		ops++
+	}
+	steps := float64(o.NSSteps)
+	w.Muon.Kernels += ops + 3*steps
+	for _, g := range core.MuonGEMMs(whole) {
+		t, _ := gemmTime(&plan.Device, units.BF16, 1, float64(g[0]), float64(g[1]), float64(g[2]), 2, 2)
+		w.Muon.GEMM += steps * t
+	}
+	if gb := o.MuonGatherBytes(p, s); gb > 0 {
+		w.Muon.Gather += collectiveSeconds(plan, "all_gather", "tp", units.FP32.Bytes(core.Numel(whole)))
+	}
+}
+
 // muonTime is the GPU and CPU time of Muon's work m.
 func muonTime(plan *core.Plan, m MuonWork) (gpu, cpu float64) {
 	if m.Kernels == 0 {
 		return 0, 0
 	}
 	s, _ := streamTime(&plan.Device, m.Traffic)
-	return max(s+m.GEMM, m.Kernels*kernelFloor), m.Kernels * eagerFwdCPU
+	return max(s+m.GEMM, m.Kernels*kernelFloor) + m.Gather, m.Kernels * eagerFwdCPU
 }

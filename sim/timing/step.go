@@ -428,9 +428,15 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 			if p.TiedTo >= 0 || !p.Trainable {
 				continue
 			}
-			if r.Plan.Optimizer.MuonMatrix(p) {
-				b := float64(r.MuonTraffic(p))
+			if o := r.Plan.Muon(); o.MuonMatrix(p) {
+				b := float64(r.OptimizerTraffic(p))
 				w.Traffic -= b
+				if o.NS == core.MuonEmerging { // Megatron's on one GPU
+					for _, pc := range o.MuonPieces(r.P.Params, []int32{int32(pi)}) {
+						w.addMuonEmerging(r.Plan, p, pc.Shape, float64(r.MuonEmergingTraffic(p, pc.Shape)))
+					}
+					continue
+				}
 				w.addMuon(r.Plan, p, b)
 			}
 			w.Tensors++
@@ -448,13 +454,15 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		b, n := float64(r.OptimizerTraffic(p)), float64(p.Numel)
-		if r.Plan.Optimizer.MuonMatrix(p) { // never sharded (core.validateMuonLayout)
-			w.addMuon(r.Plan, p, b)
-			w.Elements += n
-			w.Tensors++
+		if r.Plan.Muon().MuonMatrix(p) { // whole matrices: every one, or the layer-wise optimizer's own (below)
+			if !r.Plan.Precision.Megatron {
+				w.addMuon(r.Plan, p, float64(r.OptimizerTraffic(p)))
+				w.Elements += float64(p.Numel)
+				w.Tensors++
+			}
 			continue
 		}
+		b, n := float64(r.OptimizerTraffic(p)), float64(p.Numel)
 		if sharded {
 			deg := float64(d.Degree(int32(pi)))
 			b, n = b/deg, n/deg
@@ -464,6 +472,12 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 		w.Tensors++
 		if r.Plan.ZeroBF16Optimizer() {
 			w.HPGrads += float64(p.Numel)
+		}
+	}
+	if r.Plan.Precision.Megatron {
+		for _, pc := range r.MuonSteppedPieces() { // Megatron's Muon (muon.go)
+			p := &r.P.Params[pc.Param]
+			w.addMuonEmerging(r.Plan, p, pc.Shape, float64(r.MuonEmergingTraffic(p, pc.Shape)))
 		}
 	}
 	return w
