@@ -111,7 +111,7 @@ func TestLayerErrors(t *testing.T) {
 		{expr: "moe(64, 256, 8, 9)", err: "top_k (9) must be at most experts (8)"},
 		{expr: "moe(64, 256, 8, 2, shared_experts=-1)", err: "shared_experts must not be negative"},
 		{expr: "moe(64, 256, 8, 2, capacity=0.5)", err: "capacity must be at least 1.0 (got 0.5)"},
-		{expr: "moe(64, 256, 8, 2, impl=\"scatter\")", err: `unknown moe impl "scatter" (known: loop, fused_loop, grouped, grouped_mm, dense_bmm)`},
+		{expr: "moe(64, 256, 8, 2, impl=\"scatter\")", err: `unknown moe impl "scatter" (known: loop, fused_loop, grouped, grouped_mm, dense_bmm, sequential)`},
 		{expr: "moe(64, 256, 8, 2, router=\"argmax\")", err: `unknown moe router "argmax"`},
 		{expr: "moe(64, 256, 8, 2, imbalance=2)", err: "unexpected keyword argument \"imbalance\""},
 		{expr: "mamba(64, expand=0)", err: "expand x dim must be positive"},

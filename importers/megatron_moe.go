@@ -9,7 +9,8 @@ import (
 // Megatron-LM's mixture-of-experts flags (megatron/training/arguments.py
 // and megatron/core/transformer/transformer_config.py at d98e8a64dd; the
 // MoE layer, router, dispatcher and experts in megatron/core/transformer/
-// moe/), written as memsh's Megatron-Core experts: moe(impl="grouped")
+// moe/), written as memsh's Megatron-Core experts: moe(impl="grouped"),
+// TEGroupedMLP (--moe-grouped-gemm), or "sequential", SequentialMLP,
 // under precision="megatron" (sim/nn/moe_megatron.go), the same lowering
 // the Megatron-SWIFT reader writes through hf_config(experts="megatron"),
 // with the expert layout as parallel() keywords.
@@ -37,7 +38,7 @@ func megatronMoE(t *tree, layers, hidden, ffn, tp int64, act string, noBias bool
 		return nil, err
 	}
 	if !noBias { // experts.py TEGroupedMLP: "bias in the expert layer is not supported"
-		return nil, t.errorf("num-experts", "add --disable-bias-linear (Megatron's grouped experts have no biases)", "MoE layers with linear biases are not modelled")
+		return nil, t.errorf("num-experts", "add --disable-bias-linear (TEGroupedMLP has no biases; memsh's Megatron experts have none)", "MoE layers with linear biases are not modelled")
 	}
 	// arguments.py l.1650: moe_ffn_hidden_size defaults to ffn_hidden_size
 	moeFFN, err := t.integer("moe-ffn-hidden-size", ffn, 1, 1<<24)
@@ -52,7 +53,15 @@ func megatronMoE(t *tree, layers, hidden, ffn, tp int64, act string, noBias bool
 	if err != nil {
 		return nil, err
 	}
-	args := []string{num(hidden), num(moeFFN), num(experts), num(topk), kw("act", str(act)), kw("impl", str("grouped"))}
+	// gpt_layer_specs.py get_moe_module_spec: TEGroupedMLP with
+	// --moe-grouped-gemm under Transformer Engine, else SequentialMLP
+	impl := "sequential"
+	if grouped, err := t.boolean("moe-grouped-gemm", false); err != nil {
+		return nil, err
+	} else if grouped {
+		impl = "grouped"
+	}
+	args := []string{num(hidden), num(moeFFN), num(experts), num(topk), kw("act", str(act)), kw("impl", str(impl))}
 	router, err := megatronRouter(t, experts, topk)
 	if err != nil {
 		return nil, err

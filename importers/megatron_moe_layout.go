@@ -88,13 +88,6 @@ func megatronMoEKernels(t *tree) error {
 	} else if on {
 		return t.errorf("moe-use-upcycling", "leave it out: memsh replays training steps", "upcycling converts a dense checkpoint and trains no step")
 	}
-	// gpt_layer_specs.py get_moe_module_spec: TEGroupedMLP with
-	// --moe-grouped-gemm under Transformer Engine, else SequentialMLP
-	if on, err := t.boolean("moe-grouped-gemm", false); err != nil {
-		return err
-	} else if !on {
-		t.notModelled = append(t.notModelled, "moe-grouped-gemm: off (Megatron's default): SequentialMLP, an MLP per local expert over its rows; memsh replays TEGroupedMLP's grouped GEMMs")
-	}
 	if on, err := t.boolean("moe-permute-fusion", false); err != nil {
 		return err
 	} else if !on {

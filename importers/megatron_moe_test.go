@@ -32,6 +32,30 @@ gpt = model("gpt", embedding(32000, 1024, name = "embedding"), repeat([dense] + 
             rmsnorm(1024, name = "final_layernorm"), vocab = 32000)
 plan = train(gpt, batch = 1, seq = 4096, grad_accum = 8, precision = "megatron", optimizer = "adamw", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, ep = 2, expert_tp = 1, router_dtype = "fp32", distributed_optimizer = True))`,
+	}, {
+		// Megatron's defaults: SequentialMLP (replayed), the allgather
+		// dispatcher (listed), softmax over the top-k logits
+		name: "the same without --moe-grouped-gemm, on the allgather dispatcher, with softmax routing",
+		file: "megatron/train_moe_small.sh",
+		step: megatronStep(32, 4096),
+		opts: Options{GPUs: 8, Overrides: []string{"moe-grouped-gemm=false", "moe-token-dispatcher-type=allgather", "moe-router-score-function=softmax",
+			"moe-router-enable-expert-bias=false"}},
+		notModelled: []string{"moe-token-dispatcher-type: allgather (Megatron's default): every tp x ep rank's tokens all-gathered into its global buffer and the outputs reduce-scattered; memsh replays the alltoall dispatcher"},
+		hand: `attn = attention(1024, 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention")
+dense = sequential(
+    residual(sequential(rmsnorm(1024, name = "input_layernorm"), attn)),
+    residual(sequential(rmsnorm(1024, name = "pre_mlp_layernorm"), mlp(1024, 2816, act = "swiglu", name = "mlp"))),
+)
+sparse = sequential(
+    residual(sequential(rmsnorm(1024, name = "input_layernorm"), attn)),
+    residual(sequential(rmsnorm(1024, name = "pre_mlp_layernorm"),
+                        moe(1024, 256, 8, 2, act = "swiglu", impl = "sequential", router = "topk_softmax",
+                            shared_experts = 1, shared_hidden = 512, router_name = "router", name = "mlp"))),
+)
+gpt = model("gpt", embedding(32000, 1024, name = "embedding"), repeat([dense] + [sparse] * 3, name = "decoder.layers"),
+            rmsnorm(1024, name = "final_layernorm"), vocab = 32000)
+plan = train(gpt, batch = 1, seq = 4096, grad_accum = 8, precision = "megatron", optimizer = "adamw", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, ep = 2, expert_tp = 1, router_dtype = "fp32", distributed_optimizer = True))`,
 	}})
 }
 

@@ -129,7 +129,8 @@ func LayerBuiltins() []host.Builtin {
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
 				"over the experts: transformers 4.x Mixtral, Qwen-MoE, DeepSeek-V3; quant= and lora= reach every expert and " +
 				"the nn.Linear router), \"fused_loop\" (the same loop over 3-D expert parameters: gpt-oss, transformers 5) " +
-				"or \"grouped\" (tokens permuted by expert, one grouped GEMM per projection: Megatron, torchtitan; with precision=\"megatron\" as Megatron-Core 0.13 runs them, a fused SwiGLU weighting the rows by their routing weights and an unpermute that keeps no copy of the outputs) " +
+				"or \"grouped\" (tokens permuted by expert, one grouped GEMM per projection: Megatron, torchtitan; with precision=\"megatron\" as Megatron-Core 0.13 runs them, a fused SwiGLU weighting the rows by their routing weights and an unpermute that keeps no copy of the outputs, on Transformer Engine's grouped GEMM with its per-stream cuBLAS workspaces) " +
+				"or \"sequential\" (Megatron-Core's SequentialMLP, without --moe-grouped-gemm: under precision=\"megatron\" a Transformer Engine MLP per local expert over its rows, the same tensors as \"grouped\" without the grouped GEMM's workspaces; not under float8=; under other precisions \"grouped\") " +
 				"or \"grouped_mm\" (transformers 5's default experts_implementation: the routed copies sorted by expert, one torch grouped_mm " +
 				"per projection over 3-D weights in the weights' dtype, each GEMM's output copied with its sentinel rows zeroed, weighted, " +
 				"put back in token order and summed per token; it keeps one index per routed copy more than the loop and not the loop's " +

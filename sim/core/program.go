@@ -166,7 +166,10 @@ type OpInfo struct {
 	ScaledMM bool
 	// TEGemm: the op is a Transformer Engine linear's GEMM under
 	// Megatron's runtime (megatron_te.go): its bias epilogue runs in TE's
-	// cuBLASLt call on TE's own workspace, not on PyTorch's handles.
+	// cuBLASLt call on TE's own workspace, not on PyTorch's handles; on
+	// a grouped_matmul, TE's GroupedLinear in bf16 (Megatron-Core's
+	// TEGroupedMLP), whose grouped GEMM takes TE's per-stream workspaces
+	// (te_grouped.go teGroupedSeen).
 	TEGemm bool
 	// GradInPlace: the backward writes its input's gradient into its
 	// output's gradient (Liger's RMSNorm, in_place=True): the input's

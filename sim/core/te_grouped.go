@@ -179,11 +179,23 @@ func (b *Builder) TEGroupedLinear(name string, role Role, x Value, w int32, expe
 	return y
 }
 
-// teGroupedSeen reports whether a TE grouped linear was lowered (its
-// per-expert workspaces registered as one [experts, out, in] buffer).
+// teGroupedSeen reports whether a TE grouped linear was lowered: in fp8
+// (its per-expert workspaces registered as one [experts, out, in]
+// buffer) or in bf16, Megatron-Core's TEGroupedMLP's grouped GEMM
+// (OpInfo.TEGemm on a grouped_matmul). GroupedLinear's forward and
+// backward call general_grouped_gemm in any precision, which takes
+// get_cublas_workspace(device, False, True): one workspace per cuBLAS
+// stream, lru_cache'd for the process (transformer_engine/pytorch/
+// module/grouped_linear.py l.875 and l.1382, cpp_extensions/gemm.py
+// l.48-65 at TransformerEngine d0067d0).
 func (b *Builder) teGroupedSeen() bool {
 	for _, bf := range b.P.Buffers {
 		if len(bf.Shape) == 3 && len(bf.Name) > 11 && bf.Name[len(bf.Name)-11:] == ".weight_fp8" {
+			return true
+		}
+	}
+	for i := range b.P.Ops {
+		if op := &b.P.Ops[i]; op.TEGemm && op.Kind == "grouped_matmul" {
 			return true
 		}
 	}

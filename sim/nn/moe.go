@@ -77,7 +77,7 @@ type MoE struct {
 	// shared_experts, added without a gate.
 	SharedGate bool
 	Capacity   float64 // capacity factor; 0 = dropless
-	Impl       string  // "loop" (default), "fused_loop", "grouped" or "grouped_mm"
+	Impl       string  // "loop" (default), "fused_loop", "grouped", "grouped_mm", "dense_bmm" or "sequential"
 	Router     string  // "softmax" (default), "topk_softmax" or "sigmoid"
 	NormTopK   bool    // renormalise the top-k weights to sum to 1
 	RouterBias bool    // the router has a bias (gpt-oss)
@@ -301,6 +301,16 @@ const (
 	MoEFusedLoop = "fused_loop"
 	MoEGrouped   = "grouped"
 	MoEGroupedMM = "grouped_mm"
+	// MoESequential is Megatron-Core's SequentialMLP (no
+	// --moe-grouped-gemm: megatron/core/transformer/moe/experts.py at
+	// d98e8a64dd, SequentialMLP.forward): the permuted rows split by
+	// expert (torch.split, views), a Transformer Engine MLP per local
+	// expert weighting its rows by their probs as TEGroupedMLP does, the
+	// outputs concatenated. It keeps the grouped experts' tensors and is
+	// lowered as them (impl), without TE's grouped GEMM, whose per-stream
+	// cuBLAS workspaces it never allocates (core/te_grouped.go
+	// teGroupedSeen). Outside precision "megatron" it is "grouped".
+	MoESequential = "sequential"
 
 	RouterSoftmax     = "softmax"
 	RouterTopKSoftmax = "topk_softmax"
@@ -314,15 +324,18 @@ const (
 
 // MoEImpls and MoERouters list the accepted values, for error messages.
 func MoEImpls() []string {
-	return []string{MoELoop, MoEFusedLoop, MoEGrouped, MoEGroupedMM, MoEDenseBMM}
+	return []string{MoELoop, MoEFusedLoop, MoEGrouped, MoEGroupedMM, MoEDenseBMM, MoESequential}
 }
 func MoERouters() []string {
 	return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid, RouterTopKSigmoid, RouterSqrtSoftplus}
 }
 
 func (m *MoE) impl() string {
-	if m.Impl == "" {
+	switch m.Impl {
+	case "":
 		return MoELoop
+	case MoESequential: // lowered as the grouped experts (MoESequential)
+		return MoEGrouped
 	}
 	return m.Impl
 }
@@ -449,6 +462,10 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.TEGroupedFP8(m.impl() == MoEGrouped) && m.ExpertBias { // refuses the experts TE's fp8 is not modelled for (core/te_grouped.go)
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: "Megatron's TEGroupedMLP has no expert biases (experts.py asserts add_bias_linear == False)",
 			Hint: "drop expert_bias=, or drop float8="}})
+	}
+	if m.Impl == MoESequential && b.TEGroupedFP8(true) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: "impl=\"sequential\" (Megatron-Core's SequentialMLP) under Transformer Engine's fp8 is not modelled (an fp8 TE MLP per local expert)",
+			Hint: "drop float8=, or use impl=\"grouped\" (TEGroupedMLP)"}})
 	}
 	xin := x
 	wholeExperts := b.Par.Etpn() == 1 && b.Par.Tpn() > 1 // expert_tp=1: each rank routes its own sequence-parallel tokens

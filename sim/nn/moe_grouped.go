@@ -216,6 +216,7 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 			ins = append(ins, w)
 		}
 		i := b.AddOp("grouped_matmul", name, ins, ps...)
+		b.Op(i).TEGemm = m.megatronGrouped(b) && m.Impl != MoESequential // TEGroupedMLP's GroupedLinear in bf16 (core/te_grouped.go teGroupedSeen)
 		y := b.Out(i, name, []int64{rows, out}, dt, "expert "+name+" output")
 		if b.Trainable(ps[0]) {
 			b.Save(i, xin)
@@ -234,7 +235,17 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 		if probs == core.NoValue {
 			return h
 		}
-		return b.Mul("weighted", h, probs) // eager: intermediate * permuted_probs
+		w := b.Mul("weighted", h, probs) // eager: intermediate * permuted_probs
+		if m.megatronGrouped(b) {
+			// TEGroupedMLP casts the product back, intermediate_parallel.to(
+			// original_dtype) (megatron/core/transformer/moe/experts.py at
+			// d98e8a64dd, l.1013-1015 and l.958-960): with fp32 probs
+			// (--moe-router-dtype fp32) fc2 reads and saves the activation's
+			// dtype, not the fp32 product, and its output, the layer's, stays
+			// in it
+			w = b.Cast(w, b.Dtype(h), "weighted activation cast back to its dtype (.to(original_dtype))")
+		}
+		return w
 	}
 	if !m.expertMLP().gated() {
 		h := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
