@@ -35,7 +35,7 @@ import (
 //     "megatron")), moe_router_dtype fp32, moe_token_dispatcher_type
 //     alltoall, expert_tensor_parallel_size 1 (not tp's, as Megatron-LM
 //     would default it), moe_shared_expert_overlap and
-//     moe_permute_fusion False.
+//     moe_permute_fusion False (parallel(permute_fusion=False)).
 //
 // The model is mcore-bridge's, built from the --model's config.json
 // (get_model_info_meta), written as hf_config of that config.json under

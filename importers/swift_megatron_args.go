@@ -141,7 +141,10 @@ func megatronSwiftMoE(t *tree, moe bool) ([]string, error) {
 	if on, err := t.boolean("moe_permute_fusion", false); err != nil {
 		return nil, err
 	} else if !on {
-		t.notModelled = append(t.notModelled, "moe_permute_fusion: false (ms-swift's default): Megatron-Core's unfused permute and unpermute (moe_utils.py), memsh lowers Transformer Engine's fused ones")
+		// parallel(permute_fusion=False): the unfused permute's host syncs
+		// (nn/moe_megatron_sync.go); its own ops are not.
+		args = append(args, kw("permute_fusion", "False"))
+		t.notModelled = append(t.notModelled, "moe_permute_fusion: false (ms-swift's default): Megatron-Core's unfused permute and unpermute (moe_utils.py) sync with the GPU as replayed (parallel(permute_fusion=False)), but memsh lowers and prices Transformer Engine's fused kernels for them")
 	}
 	t.notModelledIf("moe_expert_capacity_factor", "token dropping at a capacity factor (memsh routes every token, dropless)")
 	t.notModelledIf("moe_pad_expert_input_to_capacity", "each expert's rows padded to its capacity")

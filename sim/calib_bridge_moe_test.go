@@ -102,7 +102,7 @@ import (
 // the CPU side larger than memsh's dispatch figures give.
 //
 // That cost, priced (December 2026, issue 19): the sync is now a named
-// event of the replay (nn/moe_megatron.go megatronDispatchSyncs: 33.76 ->
+// event of the replay (nn/moe_megatron_sync.go megatronDispatchSyncs: 33.76 ->
 // 33.80 s), and Megatron-Core's router and dispatcher are priced on the
 // host by the aten ops they dispatch, counted on a CPU run of
 // Megatron-Core's own code (nn/moe_megatron_host.go, tools/oracle/

@@ -70,9 +70,14 @@ func TestMegatronSwiftCheck(t *testing.T) {
 		// moe.sh at 8d95f8c9c ("8 * 65GiB", 3.4.0.dev0): no
 		// expert_tensor_parallel_size argument, so Megatron's default, tp;
 		// the row keeps June's fp32 router (calib_swift_moe_sources_test.go),
-		// v4.5.2's default too
+		// v4.5.2's default too, and June's permute fusion (the script has
+		// no --moe_permute_fusion, v4.5.2's default false)
 		{row: "Qwen1.5-MoE-A2.7B, tp 2, ep 4, dp 4, selective recompute", script: "megatron3_moe_tp2.sh", model: "qwen1.5-moe-a2.7b.json",
-			overrides: []string{"model=Qwen/Qwen1.5-MoE-A2.7B"}, release: func(p *core.Plan) { core012(p); p.Parallel.ETP = p.Parallel.TP }},
+			overrides: []string{"model=Qwen/Qwen1.5-MoE-A2.7B"}, release: func(p *core.Plan) {
+				core012(p)
+				p.Parallel.ETP = p.Parallel.TP
+				p.Parallel.NoPermuteFusion = false
+			}},
 		// qwen3_moe.sh at ad907793e (3.4.0.dev0, core_r0.11.0): expert tp
 		// as above, no router dtype argument (Megatron's None: the input's
 		// dtype); DLC's two nodes of 8 GPUs (the best practice's text; the
@@ -124,6 +129,7 @@ func TestMegatronSwiftCheck(t *testing.T) {
 				{"shared expert overlap", got.Parallel.SharedExpertOverlap, want.Parallel.SharedExpertOverlap},
 				{"router dtype", got.Parallel.RouterDType, want.Parallel.RouterDType}, {"loss", got.Parallel.LossParallel, want.Parallel.LossParallel},
 				{"loss group", got.Parallel.LossDPGroup, want.Parallel.LossDPGroup}, {"unpermute probs", got.Parallel.UnpermuteProbs, want.Parallel.UnpermuteProbs},
+				{"no permute fusion", got.Parallel.NoPermuteFusion, want.Parallel.NoPermuteFusion},
 				{"cluster nodes", max(got.Cluster.Nodes, 1), max(want.Cluster.Nodes, 1)}, {"parameters", got.Model.Params(), want.Model.Params()},
 			} {
 				if c.got != c.want {

@@ -61,6 +61,7 @@ var parallelSamples = map[string]string{
 	"loss_dp_group":                      `dp=4, loss_dp_group=True`,
 	"grad_norm_group":                    `dp=4, grad_norm_group=True`,
 	"unpermute_probs":                    `dp=4, ep=2, unpermute_probs=True`,
+	"permute_fusion":                     `dp=4, ep=2, permute_fusion=False`,
 	"shared_expert_overlap":              `dp=4, ep=2, shared_expert_overlap=True`,
 	"router_dtype":                       `dp=4, ep=2, router_dtype="fp32"`,
 }

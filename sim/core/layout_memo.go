@@ -69,6 +69,7 @@ func sameLayout(a, b *Parallelism) bool {
 		a.ParamPersistenceThreshold == b.ParamPersistenceThreshold && a.MaxLiveParameters == b.MaxLiveParameters &&
 		a.SyncTPComm == b.SyncTPComm && a.TPCommOverlap == b.TPCommOverlap && a.AsyncTP == b.AsyncTP &&
 		a.LossDPGroup == b.LossDPGroup && a.GradNormGroup == b.GradNormGroup && a.UnpermuteProbs == b.UnpermuteProbs &&
+		a.NoPermuteFusion == b.NoPermuteFusion &&
 		a.SharedExpertOverlap == b.SharedExpertOverlap && a.RouterDType == b.RouterDType && a.ETP == b.ETP &&
 		a.ExpertLoad == b.ExpertLoad && a.ExpertWorst == b.ExpertWorst && a.ExpertSpread == b.ExpertSpread &&
 		a.StageSplit == b.StageSplit && a.FirstStageLayers == b.FirstStageLayers && a.LastStageLayers == b.LastStageLayers &&

@@ -98,6 +98,11 @@ type Parallelism struct {
 	// experts' outputs for their gradient (nn/moe_megatron.go); 0.13
 	// applies them in the experts' SwiGLU.
 	UnpermuteProbs bool
+	// NoPermuteFusion: Megatron without --moe-permute-fusion. Its
+	// alltoall dispatcher permutes with torch ops, whose masked_select
+	// reads a count on the host, and syncs with the GPU more often
+	// (nn/moe_megatron_sync.go).
+	NoPermuteFusion bool
 	// SharedExpertOverlap: Megatron's --moe-shared-expert-overlap. Its
 	// shared expert's linears lose their own tensor-parallel
 	// communication (parallel_mode None) and read an all-gather made
@@ -302,7 +307,7 @@ func (p Parallelism) String() string {
 	}
 	parts = appendFlags(parts, flag{n.SyncTPComm, "async_tp_comm=False"}, flag{n.TPCommOverlap, "tp_comm_overlap=True"},
 		flag{n.AsyncTP, "async_tp=True"}, flag{n.LossDPGroup, "loss_dp_group=True"}, flag{n.GradNormGroup, "grad_norm_group=True"},
-		flag{n.UnpermuteProbs, "unpermute_probs=True"}, flag{n.SharedExpertOverlap, "shared_expert_overlap=True"})
+		flag{n.UnpermuteProbs, "unpermute_probs=True"}, flag{n.NoPermuteFusion, "permute_fusion=False"}, flag{n.SharedExpertOverlap, "shared_expert_overlap=True"})
 	if n.RouterDType != units.InvalidDType {
 		parts = append(parts, fmt.Sprintf("router_dtype=%q", n.RouterDType.Name()))
 	}

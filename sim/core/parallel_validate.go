@@ -119,6 +119,9 @@ func (p *Plan) validateParallel(memo *LayoutMemo) error {
 	if par.UnpermuteProbs && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "unpermute_probs=True is Megatron-Core 0.12's grouped experts (the routing weights applied in the unpermute)", Hint: `use precision="megatron"`}
 	}
+	if par.NoPermuteFusion && !p.Precision.Megatron {
+		return &units.Error{Path: "parallel", Msg: "permute_fusion=False is Megatron-Core's alltoall dispatcher without --moe-permute-fusion", Hint: `use precision="megatron"`}
+	}
 	if par.RouterDType != units.InvalidDType && !p.Precision.Megatron {
 		return &units.Error{Path: "parallel", Msg: "router_dtype= is Megatron-Core's --moe-router-dtype (its TopKRouter's gating dtype)", Hint: `use precision="megatron"`}
 	}

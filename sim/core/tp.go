@@ -53,6 +53,10 @@ type parLowering struct {
 	// UnpermuteProbs: Megatron-Core 0.12's grouped experts weight their
 	// outputs in the unpermute (Parallelism.UnpermuteProbs).
 	UnpermuteProbs bool
+	// NoPermuteFusion: Megatron's dispatcher without
+	// --moe-permute-fusion (Parallelism.NoPermuteFusion); it applies on
+	// one GPU too.
+	NoPermuteFusion bool
 	// SharedExpertOverlap: Megatron's overlapped shared expert
 	// (Parallelism.SharedExpertOverlap).
 	SharedExpertOverlap bool
@@ -91,13 +95,14 @@ func (l parLowering) spDiv() int64 {
 // configure sets the distributed lowering of plan p on b.
 func (p *Plan) configureLowering(b *Builder) {
 	b.Par.RouterDType = p.Parallel.RouterDType
+	b.Par.NoPermuteFusion = p.Parallel.NoPermuteFusion
 	if !p.Parallel.Active() {
 		return
 	}
 	par := p.Parallel.Norm()
 	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses", allGather: par.CPMode == "allgather",
 		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
-		UnpermuteProbs: par.UnpermuteProbs, SharedExpertOverlap: par.SharedExpertOverlap, RouterDType: par.RouterDType,
+		UnpermuteProbs: par.UnpermuteProbs, NoPermuteFusion: par.NoPermuteFusion, SharedExpertOverlap: par.SharedExpertOverlap, RouterDType: par.RouterDType,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Megatron,

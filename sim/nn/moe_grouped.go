@@ -48,14 +48,14 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	xs := b.Out(g, "permuted", []int64{send, m.Dim}, b.Dtype(x), "routed copies of the tokens, sorted by expert")
 	b.Save(g, r.idx)
 	b.Op(g).WorkB = b.Val(x).Bytes // the scatter-add of the gradient into zeros of the input's shape
-	if m.megatronGrouped(b) && m.Capacity == 0 {
-		b.Op(g).Syncs = megatronDispatchSyncs
-	}
+	// Megatron's host syncs (moe_megatron_sync.go): the permute's here.
+	syncs := m.megatronSyncPlan(b, int64(len(rows)))
+	b.Op(g).Syncs = syncs.permute
 	xs = expertAllToAll(b, "dispatch", xs, recv)
 	received := xs
 	if m.megatronGrouped(b) {
 		m.onNCCLStream(b, xs)
-		out := m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
+		out := m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)), syncs)
 		if m.Capacity == 0 {
 			m.markMegatronHost(b, r.first, g, int32(len(b.P.Ops)-1)) // moe_megatron_host.go
 		}

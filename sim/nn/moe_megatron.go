@@ -21,26 +21,6 @@ import "github.com/memsh/memsh/sim/core"
 // outputs, [routed rows, hidden], stay until the backward; the experts'
 // SwiGLU is bias_swiglu_impl, which keeps its input alone.
 
-// megatronDispatchSyncs is the host sync of Megatron-Core's dropless
-// alltoall dispatcher in each MoE layer's forward: the all-to-all's split
-// sizes and the grouped GEMM's tokens per expert are read on the host.
-// core_v0.12.0 and core_v0.13.0 (megatron/core/transformer/moe/
-// token_dispatcher.py at c550cf6c4: preprocess ll. 466-539 sets the sync
-// point, "before_ep_alltoall" with ep or tp > 1, "before_finish"
-// without; _maybe_dtoh_and_synchronize ll. 817-854) copy the counts to the
-// host on a side stream once the router has run and wait for that copy's
-// event at the sync point, after the first permutation; core_r0.11.0
-// calls torch.cuda.current_stream().synchronize() there (ll. 505-520).
-// The backward reuses the host's split sizes and makes none. With a
-// capacity factor and padding the sizes are known on the host: no sync.
-// The sync closes the forward's segment on the permute (timing/
-// host_sync.go: the CPU waits for the GPU, then the GPU waits for the
-// CPU's next launches); a full recompute's rerun is charged its latency.
-// Not modelled: core_r0.11.0 without --moe-permute-fusion syncs twice
-// more (preprocess's blocking copy of num_global_tokens_per_local_expert,
-// l.466, and the unfused permute's masked_select, moe_utils.py l.274).
-const megatronDispatchSyncs = 1
-
 // megatronGrouped reports whether the layer is Megatron's grouped experts
 // (impl "grouped" under precision "megatron") with its alltoall
 // dispatcher's steps, whatever the release.
@@ -89,7 +69,10 @@ func (m *MoE) gathersAfterDispatch(b *core.Builder) bool {
 //
 // With unpermute_probs (core_r0.12.0) the probs stay home: the experts run
 // unweighted and the unpermute weights their outputs, keeping them.
-func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing, send, recv, local int64) core.Value {
+//
+// syncs places the layer's host syncs after the permute's (moe_megatron_sync.go):
+// the dispatcher's before the experts, the unpermute's.
+func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing, send, recv, local int64, syncs megatronSyncs) core.Value {
 	inExperts := m.probsInExperts(b)
 	ps, sentProbs := core.NoValue, core.NoValue
 	received := xs
@@ -114,6 +97,8 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 			ps = sortChunks(b, "sort_chunks_probs", ps, "received probs sorted by local expert")
 		}
 	}
+	// before_finish: the dispatcher's last op before the experts.
+	b.Op(int32(len(b.P.Ops) - 1)).Syncs += syncs.experts
 	y := m.groupedFfn(b, xs, local, ps)
 	if local > 1 {
 		y = sortChunks(b, "unsort_chunks", y, "expert outputs back in source-rank order")
@@ -136,7 +121,9 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 		// product with fp32 probs promotes the routed rows to fp32
 		// before the scatter-add ("Use --moe-permute-fusion flag to
 		// avoid this extra memory allocation").
-		return weightedUnpermute(b, x, y, r.weights, r.idx, send, m.Dim)
+		out := weightedUnpermute(b, x, y, r.weights, r.idx, send, m.Dim)
+		b.Op(b.Val(out).Producer).Syncs = syncs.unpermut
+		return out
 	}
 	c := b.AddOp("index_add", "unpermute", []core.Value{y, r.idx})
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs summed per token")

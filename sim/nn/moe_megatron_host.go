@@ -26,14 +26,17 @@ import "github.com/memsh/memsh/sim/core"
 // splits the received rows into tp x ep x local-expert chunks and
 // concatenates them back, a few view ops a chunk (core_r0.11.0 at 128
 // experts, 64 a rank: 1,321 forward and 1,665 backward aten ops, the one
-// unfused run recorded); memsh has no permute-fusion setting and prices the
-// fused count.
+// unfused run recorded); parallel(permute_fusion=False) replays the
+// unfused path's host syncs (moe_megatron_sync.go) and memsh prices the
+// fused count for it, that run's count being at another chunk count than
+// the Qwen3-30B-A3B row's (sim/calib_swift_moe_syncs_test.go).
 // The router's gating GEMM runs Transformer Engine's general_gemm on CUDA
 // where the CPU run takes torch.mm over fp32 copies (a few aten ops more
 // here).
 //
-// Forward, the sync (megatronDispatchSyncs) splits the layer: the router
-// and dispatch_preprocess run before the host waits, the rest after it.
+// Forward, the sync (megatronDispatchSyncs, moe_megatron_sync.go) splits
+// the layer: the router and dispatch_preprocess run before the host
+// waits, the rest after it.
 // The counts by router (moe_route.go) and release, aten ops before the
 // sync, after it, and in the backward:
 //

@@ -21,7 +21,8 @@ import "github.com/memsh/memsh/sim/core"
 //
 //   - Megatron-Core's dropless alltoall dispatcher in each MoE layer's
 //     forward and recompute (core.OpInfo.Syncs on the permute,
-//     nn/moe_megatron.go megatronDispatchSyncs): the host waits for an
+//     nn/moe_megatron_sync.go megatronDispatchSyncs; without permute
+//     fusion the masked_selects' too): the host waits for an
 //     event recorded after the compute stream reached the router's counts
 //     (token_dispatcher.py _maybe_dtoh_and_synchronize at core_v0.13.0;
 //     core_r0.11.0's current_stream().synchronize()). The compute stream

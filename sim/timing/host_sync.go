@@ -29,7 +29,9 @@ import "github.com/memsh/memsh/sim/core"
 // stand when it comes is not replayed, so that is a lower bound.
 //
 // Where memsh places syncs: the per-expert MoE loops (nn/moe_loop.go,
-// passSyncs: transformers 5.17's eager experts 5 a pass and one a layer).
+// passSyncs: transformers 5.17's eager experts 5 a pass and one a layer),
+// Megatron-Core's alltoall dispatcher (nn/moe_megatron_sync.go: one a
+// layer, three without permute fusion, none with drop-and-pad).
 // torch.nn.utils.clip_grad_norm_ makes none on CUDA (it multiplies by the
 // clamped coefficient instead of testing it, torch/nn/utils/clip_grad.py,
 // _clip_grads_with_norm_), nor does the optimizer step (AdamW's step
