@@ -13,7 +13,7 @@ import (
 // norm, attention, residual, norm, MLP, residual).
 var megatronTrainer = &trainer{
 	name:  "megatron",
-	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, dropouts, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag), mixture of experts (--num-experts, --moe-*, --expert-model-parallel-size, --expert-tensor-parallel-size)",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, dropouts, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, adam, sgd and Muon (--optimizer muon, dist_muon, --muon-*), bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag), mixture of experts (--num-experts, --moe-*, --expert-model-parallel-size, --expert-tensor-parallel-size)",
 	exts:  []string{".sh", ".bash"},
 	parse: parseMegatron,
 	detect: func(t *tree) bool {
@@ -46,6 +46,7 @@ var megatronSwitches = map[string]bool{
 	"account-for-embedding-in-pipeline-split": true, "account-for-loss-in-pipeline-split": true, "tp-comm-overlap": true,
 	"use-megatron-fsdp": true, "use-torch-fsdp2": true, "fsdp-double-buffer": true, "fsdp-manual-registration": true, "use-nccl-ub": true,
 	"init-model-with-meta-device": true, "no-check-for-nan-in-loss-and-grad": true, "no-gradient-accumulation-fusion": true,
+	"muon-nesterov": true, "muon-no-split-qkv": true, "muon-use-syrk": true, "no-use-layer-wise-param-layout": true, // megatron_muon.go
 }
 
 // parseMegatron reads the script's pretrain_gpt.py command line into a
@@ -143,17 +144,8 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 		t.notModelled = append(t.notModelled, fmt.Sprintf("the dataloader's attention mask (create_attention_mask_in_dataloader, Megatron's default): a [%d, 1, %d, %d] bool on the first and last stages with each micro-batch, %.0f MiB",
 			micro, seq, seq, float64(micro*seq*seq)/(1<<20)))
 	}
-	opt, err := t.str("optimizer", "adam")
-	if err != nil {
+	if err := megatronOptimizer(t, p, megatron); err != nil { // megatron_muon.go
 		return nil, err
-	}
-	switch opt {
-	case "adam": // apex/TE FusedAdam with adam_w_mode: AdamW
-		p.set("optimizer", str("adamw"))
-	case "sgd":
-		p.set("optimizer", str("sgd"))
-	default:
-		return nil, t.errorf("optimizer", "adam or sgd", "unknown optimizer %s", quoteKey(opt))
 	}
 	if err := megatronRecompute(t, p); err != nil {
 		return nil, err

@@ -79,8 +79,8 @@ type MuonTemporary struct {
 // bf16 iterate, its Gram matrix and the Gram update, and the next
 // iterate.
 func (o Optimizer) MuonStepTemporaries(p *ParamInfo, grad units.DType) []MuonTemporary {
-	if o.NS == MuonEmerging { // Megatron-LM's (muon_megatron.go), one expert's matrix at a time
-		return o.MuonPieceTemporaries(p, o.MuonMatrixShape(p))
+	if o.NS == MuonEmerging { // Megatron-LM's at tp 1 (muon_megatron.go: MuonPieceTemporaries), one expert's matrix at a time
+		return o.MuonPieceTemporaries(p, o.MuonMatrixShape(p), 1)
 	}
 	k, n := muonDims(p.Shape)
 	var out []MuonTemporary

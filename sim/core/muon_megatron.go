@@ -74,24 +74,35 @@ func (o Optimizer) MuonMatrixShape(p *ParamInfo) []int64 {
 func isExpertRole(r Role) bool { return len(r) > 7 && r[:7] == "expert_" }
 
 // MuonGathered is the matrix emerging_optimizers' newton_schulz_tp
-// orthogonalizes for a local matrix of shape s of p: the whole matrix
-// (every TP shard all-gathered along partition_dim) in the duplicated
-// mode for a weight with a partition_dim, s itself otherwise; and whether
-// the shards are gathered and concatenated.
-func (o Optimizer) MuonGathered(p *ParamInfo, s []int64) (whole []int64, gathered bool) {
+// orthogonalizes for a local matrix of shape s of p, tp the degree of
+// p's tensor-parallel group (MuonTPRanks): the whole matrix, tp shards
+// all-gathered along partition_dim, in the duplicated mode for a weight
+// with a partition_dim, s itself otherwise; and whether the shards are
+// gathered and concatenated (at tp 1 too).
+func (o Optimizer) MuonGathered(p *ParamInfo, s []int64, tp int64) (whole []int64, gathered bool) {
 	if p.Role == RoleRouter || o.MuonTP == MuonBlockwise { // no partition_dim; blockwise drops it
 		return s, false
 	}
 	full := []int64{s[0], s[1]}
-	if p.FullNumel > p.Numel && p.Numel > 0 {
-		t := p.FullNumel / p.Numel
+	if tp > 1 && p.FullNumel > p.Numel { // a TP-sharded weight
 		if rowParallel(p.Role) {
-			full[1] *= t
+			full[1] *= tp
 		} else {
-			full[0] *= t
+			full[0] *= tp
 		}
 	}
 	return full, true
+}
+
+// MuonTPRanks is the degree of the tensor-parallel group p's shards are
+// gathered over: the experts' (expert_tp) for an expert's weight, tp
+// otherwise.
+func (p *Plan) MuonTPRanks(pi *ParamInfo) int64 {
+	par := p.Parallel.Norm()
+	if isExpertRole(pi.Role) && par.ETP > 0 {
+		return par.ETP
+	}
+	return OrOne(par.TP)
 }
 
 // rowParallel reports whether a weight of role r is sharded along its
@@ -104,8 +115,8 @@ func rowParallel(r Role) bool {
 // MuonPieceTemporaries are the tensors alive at the peak of stepping one
 // matrix of local shape s of p (a MuonPiece's) in emerging_optimizers'
 // form (this file's comment; the measured rows in muon_megatron_test.go).
-func (o Optimizer) MuonPieceTemporaries(p *ParamInfo, s []int64) []MuonTemporary {
-	whole, gathered := o.MuonGathered(p, s)
+func (o Optimizer) MuonPieceTemporaries(p *ParamInfo, s []int64, tp int64) []MuonTemporary {
+	whole, gathered := o.MuonGathered(p, s, tp)
 	k, n := muonDims(whole)
 	var out []MuonTemporary
 	if o.Nesterov {
@@ -141,15 +152,15 @@ func temporariesBytes(ts []MuonTemporary) int64 {
 // MuonEmergingGEMMs are one Newton-Schulz iteration's products of a local
 // matrix s of p under emerging_optimizers' form: the whole matrix's in the
 // duplicated mode (every TP rank runs them all).
-func (o Optimizer) MuonEmergingGEMMs(p *ParamInfo, s []int64) [3][3]int64 {
-	whole, _ := o.MuonGathered(p, s)
+func (o Optimizer) MuonEmergingGEMMs(p *ParamInfo, s []int64, tp int64) [3][3]int64 {
+	whole, _ := o.MuonGathered(p, s, tp)
 	return MuonGEMMs(whole)
 }
 
 // MuonGatherBytes is the fp32 bytes a rank receives gathering the TP
 // shards of a local matrix s of p (duplicated mode), 0 when none.
-func (o Optimizer) MuonGatherBytes(p *ParamInfo, s []int64) int64 {
-	whole, gathered := o.MuonGathered(p, s)
+func (o Optimizer) MuonGatherBytes(p *ParamInfo, s []int64, tp int64) int64 {
+	whole, gathered := o.MuonGathered(p, s, tp)
 	if !gathered || Numel(whole) == Numel(s) {
 		return 0
 	}

@@ -63,34 +63,49 @@ func TestMuonEmergingTP(t *testing.T) {
 	col := &ParamInfo{Shape: []int64{256, 1024}, Numel: 256 * 1024, FullNumel: 512 * 1024, Role: RoleUp}
 	row := &ParamInfo{Shape: []int64{1024, 256}, Numel: 256 * 1024, FullNumel: 512 * 1024, Role: RoleDown}
 	for _, p := range []*ParamInfo{col, row} {
-		if got, want := temporariesBytes(o.MuonStepTemporaries(p, units.FP32)), int64(14*512*1024); got != want {
+		if got, want := temporariesBytes(o.MuonPieceTemporaries(p, p.Shape, 2)), int64(14*512*1024); got != want {
 			t.Errorf("%s: duplicated peak %d B, want %d", p.Role, got, want)
 		}
-		if got, want := o.MuonGatherBytes(p, p.Shape), int64(4*256*1024); got != want {
+		if got, want := o.MuonGatherBytes(p, p.Shape, 2), int64(4*256*1024); got != want {
 			t.Errorf("%s: gathered %d B, want %d", p.Role, got, want)
 		}
 	}
-	if g := o.MuonEmergingGEMMs(col, col.Shape); g[0] != [3]int64{512, 512, 1024} {
+	if g := o.MuonEmergingGEMMs(col, col.Shape, 2); g[0] != [3]int64{512, 512, 1024} {
 		t.Errorf("duplicated X @ X.T %v, want the whole matrix's [512 512 1024]", g[0])
 	}
-	if g := o.MuonEmergingGEMMs(row, row.Shape); g[0] != [3]int64{512, 512, 1024} {
+	if g := o.MuonEmergingGEMMs(row, row.Shape, 2); g[0] != [3]int64{512, 512, 1024} {
 		t.Errorf("row-parallel X @ X.T %v, want [512 512 1024]", g[0])
 	}
 	b := o
 	b.MuonTP = MuonBlockwise
-	if got, want := temporariesBytes(b.MuonStepTemporaries(col, units.FP32)), int64(12*256*1024); got != want {
+	if got, want := temporariesBytes(b.MuonPieceTemporaries(col, col.Shape, 2)), int64(12*256*1024); got != want {
 		t.Errorf("blockwise peak %d B, want %d (no gather: the scalings' three fp32 tensors)", got, want)
 	}
-	if b.MuonGatherBytes(col, col.Shape) != 0 {
+	if b.MuonGatherBytes(col, col.Shape, 2) != 0 {
 		t.Error("blockwise gathers nothing")
 	}
-	if g := b.MuonEmergingGEMMs(col, col.Shape); g[0] != [3]int64{256, 256, 1024} {
+	if g := b.MuonEmergingGEMMs(col, col.Shape, 2); g[0] != [3]int64{256, 256, 1024} {
 		t.Errorf("blockwise X @ X.T %v, want the shard's [256 256 1024]", g[0])
 	}
 	// A grouped expert tensor is one matrix per expert (TEGroupedMLP).
 	ex := &ParamInfo{Shape: []int64{4, 64, 32}, Numel: 4 * 64 * 32, FullNumel: 4 * 64 * 32, Role: "expert_up"}
 	if !o.MuonMatrix(ex) || !slices.Equal(o.MuonMatrixShape(ex), []int64{64, 32}) {
 		t.Errorf("a [4, 64, 32] expert tensor under Megatron: matrix %v of shape %v, want [64 32]", o.MuonMatrix(ex), o.MuonMatrixShape(ex))
+	}
+	// Expert parallelism shards the experts, not the matrices: an expert
+	// tensor holding a quarter of the experts (FullNumel 4 x Numel) at
+	// expert tp 1 is gathered as itself, [64, 32].
+	ex4 := *ex
+	ex4.FullNumel = 4 * ex.Numel
+	if g := o.MuonEmergingGEMMs(&ex4, []int64{64, 32}, 1); g[0] != [3]int64{32, 32, 64} {
+		t.Errorf("an ep 4 expert at expert tp 1: X @ X.T %v, want its own [32 32 64]", g[0])
+	}
+	plan := &Plan{Parallel: Parallelism{TP: 2, ETP: 1, EP: 4, DP: 4}}
+	if n := plan.MuonTPRanks(&ex4); n != 1 {
+		t.Errorf("expert_tp 1: gathered over %d ranks, want 1", n)
+	}
+	if n := plan.MuonTPRanks(col); n != 2 {
+		t.Errorf("tp 2: a dense weight gathered over %d ranks, want 2", n)
 	}
 	torch := Optimizer{Kind: Muon, NSSteps: 5}
 	if torch.MuonMatrix(ex) {

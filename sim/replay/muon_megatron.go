@@ -105,7 +105,7 @@ func (r *Replay) muonEmergingStep() {
 	name := ""
 	for _, pc := range r.MuonSteppedPieces() {
 		p := &r.P.Params[pc.Param]
-		temps := o.MuonPieceTemporaries(p, pc.Shape)
+		temps := o.MuonPieceTemporaries(p, pc.Shape, r.Plan.MuonTPRanks(p))
 		var b int64
 		for _, t := range temps {
 			b += t.DType.Bytes(core.Numel(t.Shape))
@@ -145,7 +145,7 @@ func (r *Replay) MuonEmergingTraffic(p *core.ParamInfo, s []int64) int64 {
 	if o.Nesterov {
 		t += 12 * n
 	}
-	wholeShape, gathered := o.MuonGathered(p, s)
+	wholeShape, gathered := o.MuonGathered(p, s, r.Plan.MuonTPRanks(p))
 	whole := core.Numel(wholeShape)
 	if gathered {
 		t += 4*whole + 8*whole // the gathered shards, their cat

@@ -68,7 +68,8 @@ func (w *OptimizerWork) addMuonEmerging(plan *core.Plan, p *core.ParamInfo, s []
 	if o.Nesterov {
 		ops++
 	}
-	whole, gathered := o.MuonGathered(p, s)
+	tp := plan.MuonTPRanks(p)
+	whole, gathered := o.MuonGathered(p, s, tp)
 	if gathered {
 		ops++
 	}
@@ -78,7 +79,7 @@ func (w *OptimizerWork) addMuonEmerging(plan *core.Plan, p *core.ParamInfo, s []
 		t, _ := gemmTime(&plan.Device, units.BF16, 1, float64(g[0]), float64(g[1]), float64(g[2]), 2, 2)
 		w.Muon.GEMM += steps * t
 	}
-	if gb := o.MuonGatherBytes(p, s); gb > 0 {
+	if gb := o.MuonGatherBytes(p, s, tp); gb > 0 { // tp > 1: the TP group's (expert_tp is 1 or tp)
 		w.Muon.Gather += collectiveSeconds(plan, "all_gather", "tp", units.FP32.Bytes(core.Numel(whole)))
 	}
 }
