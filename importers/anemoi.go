@@ -40,7 +40,7 @@ var anemoiTrainer = &trainer{
 		"graph.nodes.hidden.node_builder.margin_radius_km", "graph.nodes.hidden.node_builder.reference_node_name",
 		"graph.nodes.hidden.node_builder.mask_attr_name", "graph.attributes.*", "graph.post_processors",
 		"training.run_id", "training.fork_run_id", "training.max_epochs", "training.max_steps", "training.lr.*",
-		"training.load_weights_only", "training.transfer_learning", "training.deterministic", "training.gradient_clip.*",
+		"training.load_weights_only", "training.transfer_learning", "training.deterministic",
 		"training.swa.*", "training.metrics", "training.variable_groups.*", "training.validation_metrics.*",
 		"training.scalers.*", "training.training_loss.scalers", "training.training_loss.alpha", "training.training_loss.ignore_nans",
 		"training.training_loss.loss_weights", "training.loss_gradient_scaling", "training.submodules_to_freeze",
@@ -171,6 +171,9 @@ func anemoiTraining(t *tree, o Options, p *plan) error {
 	}
 	p.set("precision", str(pr))
 	p.set("optimizer", str("adamw"))
+	if err := anemoiClip(t, p); err != nil {
+		return err
+	}
 	t.notModelledIf("training.optimizer.zero", "ZeroRedundancyOptimizer's sharding of AdamW's state over the data-parallel ranks")
 	if accum, err := t.integer("training.accum_grad_batches", 1, 1, 1<<20); err != nil {
 		return err

@@ -109,7 +109,7 @@ var axolotlNoEffect = []string{
 	"wandb_project", "wandb_entity", "wandb_watch", "wandb_name", "wandb_run_id", "wandb_log_model", "wandb_mode",
 	"mlflow_tracking_uri", "mlflow_experiment_name", "mlflow_run_name", "use_tensorboard", "use_wandb", "use_mlflow",
 	"num_epochs", "max_steps", "learning_rate", "lr_scheduler", "lr_scheduler_kwargs", "lr_scheduler_kwargs.*", "cosine_min_lr_ratio",
-	"cosine_constant_lr_ratio", "lr_quadratic_warmup", "warmup_steps", "warmup_ratio", "weight_decay", "max_grad_norm",
+	"cosine_constant_lr_ratio", "lr_quadratic_warmup", "warmup_steps", "warmup_ratio", "weight_decay",
 	"adam_beta1", "adam_beta2", "adam_beta3", "adam_epsilon", "adam_epsilon2", "optim_args", "optim_args.*", "loraplus_lr_ratio",
 	"loraplus_lr_embedding", "embedding_lr", "embedding_lr_scale", "seed", "tf32", "strict", "debug", "loss_watchdog_threshold",
 	"loss_watchdog_patience", "tokenizer_type", "tokenizer_config", "tokenizer_use_fast", "tokenizer_legacy",

@@ -20,7 +20,7 @@ func TestAxolotlMuon(t *testing.T) {
 		notModelled: []string{axolotlMuonNote},
 		hand: `load("@stdlib//llm.star", "qwen2")
 plan = train(qwen2("0.5b", attn = "flash"), batch = 1, seq = 8192, precision = "bf16", optimizer = muon(newton_schulz = "reference", impl = "for-loop"),
-             gpu = "H100-80GB")`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}})
 }
 

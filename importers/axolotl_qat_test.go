@@ -26,7 +26,7 @@ func TestAxolotlQAT(t *testing.T) {
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3.2-3b", attn = "flash"), batch = 16, seq = 8192, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = "liger", qat = "int8-int4", qat_group_size = 32, qat_head = False, liger_kernels = True,
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}, {
 		// without Liger's fused loss the model calls the swapped lm_head
 		name: "Llama 3.2 3B QAT, transformers' loss",
@@ -41,7 +41,7 @@ plan = train(llama("llama3.2-3b", attn = "flash"), batch = 16, seq = 8192, preci
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3.2-3b", attn = "flash"), batch = 16, seq = 8192, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", qat = "int8-int4", qat_group_size = 32,
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}})
 }
 

@@ -47,7 +47,7 @@ func TestAxolotl(t *testing.T) {
 		files:       llama,
 		notModelled: []string{axolotlKernelsNote, axolotlTokensNote},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), ` + qlora + `, batch = 1, seq = 8192, grad_accum = 4,
-             precision = "bf16", optimizer = paged_adamw(), ` + gc + `, gpu = "H100-80GB")`,
+             precision = "bf16", optimizer = paged_adamw(), ` + gc + `, gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// bf16 "auto" on a card without bf16: fp16 autocast over float16
 		// weights; sdpa packs micro_batch_size rows of sequence_len
@@ -60,7 +60,7 @@ func TestAxolotl(t *testing.T) {
 			"sample_packing: sdpa attention over packed rows masks each sequence from the others (a block-diagonal [2, 1, 4096, 4096] mask, or torch's varlen_attn): memsh replays causal attention over the whole row",
 			axolotlTokensNote},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "sdpa"), ` + qlora + `, batch = 2, seq = 4096, grad_accum = 4,
-             precision = "fp16", optimizer = paged_adamw(), ` + gc + `, gpu = "V100-32GB")`,
+             precision = "fp16", optimizer = paged_adamw(), ` + gc + `, gpu = "V100-32GB", clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Llama 3 QLoRA unpacked at 2,000 tokens, non-reentrant",
 		file:        "axolotl/llama3_qlora.yml",
@@ -69,7 +69,7 @@ func TestAxolotl(t *testing.T) {
 		files:       llama,
 		notModelled: []string{axolotlKernelsNote, "sequence_len: unpacked rows are padded to the batch's longest, at most 2048 tokens: memsh replays rows of 2048 (--seq N for another length)", axolotlTokensNote},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), ` + qlora + `, batch = 2, seq = 2048, grad_accum = 4,
-             precision = "bf16", optimizer = paged_adamw(), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB")`,
+             precision = "bf16", optimizer = paged_adamw(), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// 8-bit LoRA loads float16 weights once bf16 is off
 		name:        "Llama 3 8-bit LoRA, bf16 off",
@@ -79,7 +79,7 @@ func TestAxolotl(t *testing.T) {
 		files:       llama,
 		notModelled: []string{axolotlTokensNote, "lora_modules_to_save: modules trained in full beside the adapters"},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), quant = "int8", lora = lora(rank = 32, alpha = 16, targets = ["all-linear"], dropout = 0.05),
-             batch = 1, seq = 8192, grad_accum = 4, precision = "fp16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB")`,
+             batch = 1, seq = 8192, grad_accum = 4, precision = "fp16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// Mistral-7B-v0.1 is in memsh's zoo: no --model; lora_target_linear
 		// and its lora_target_modules are every linear layer but the head
@@ -89,7 +89,7 @@ func TestAxolotl(t *testing.T) {
 		notModelled: []string{axolotlKernelsNote},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 16384, grad_accum = 4,
-             precision = "bf16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB")`,
+             precision = "bf16", optimizer = adamw8bit(), ` + gc + `, gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// FSDP1 (no fsdp_version: Axolotl's default) with fsdp_-prefixed
 		// keys: QLoRA's 4-bit codes stored in bf16 and offloaded with the
@@ -102,7 +102,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		files: map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "flash"), quant = "nf4-dq", quant_storage = "bf16",
              lora = lora(rank = 32, alpha = 64, targets = ["all-linear"], dropout = 0.05), batch = 1, seq = 2048, grad_accum = 4,
-             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB",
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), clip_grad_norm = 1.0, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"), offload = offload(params = "cpu"))`,
 	}, {
 		// FSDP2: Axolotl casts the norms and embeddings back to bf16 (sdpa
@@ -114,7 +114,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		files:       llama,
 		notModelled: []string{"sequence_len: unpacked rows are padded to the batch's longest, at most 8192 tokens: memsh replays rows of 8192 (--seq N for another length)", axolotlTokensNote},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "sdpa"), batch = 1, seq = 8192, grad_accum = 8,
-             precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
+             precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
 	}, {
 		// the Liger plugin with RoPE, RMSNorm, SwiGLU and fused linear
 		// cross-entropy on: transformers' use_liger_kernel; FSDP1 offload
@@ -126,7 +126,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		notModelled: []string{axolotlTokensNote,
 			"liger_rope: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 8192, grad_accum = 4, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB",
+             optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = "liger", liger_kernels = True, clip_grad_norm = 1.0, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"), offload = offload(params = "cpu"))`,
 	}, {
 		// the Trainer's per-device batch (what DeepSpeed's micro batch must
@@ -139,7 +139,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		files:       llama,
 		notModelled: []string{axolotlTokensNote, "deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)"},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 16384, grad_accum = 8, checkpoint = "full",
-             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(), parallel = parallel(dp = 8, zero = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(), parallel = parallel(dp = 8, zero = 2))`,
 	}, {
 		name:        "Llama 3.1 full fine-tune",
 		file:        "axolotl/llama3_fft_8b.yaml",
@@ -148,7 +148,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 		files:       llama,
 		notModelled: []string{axolotlTokensNote},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 8192, grad_accum = 8,
-             precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", gpu = "H100-80GB")`,
+             precision = "bf16", optimizer = paged_adamw8bit(), checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name:  "Llama 3.1 full fine-tune under Axolotl's ZeRO-3 config on 8 GPUs, --seq 4096",
 		file:  "axolotl/llama3_fft_8b.yaml",
@@ -162,7 +162,7 @@ plan = train(mistral("7b", attn = "flash"), ` + qlora + `, batch = 1, seq = 1638
 			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), batch = 1, seq = 4096, grad_accum = 8, checkpoint = "full",
-             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(),
+             clip_grad_norm = 1.0, gpu = "H100-80GB", precision = "bf16-mixed", optimizer = paged_adamw8bit(),
              parallel = parallel(dp = 8, zero = 3, reduce_bucket_size = "auto", stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 0))`,
 	}})
 }

@@ -27,7 +27,7 @@ var deepspeedTrainer = &trainer{
 	},
 	plan: deepspeedPlan,
 	noEffect: []string{
-		"steps_per_print", "wall_clock_breakdown", "gradient_clipping", "prescale_gradients", "gradient_predivide_factor",
+		"steps_per_print", "wall_clock_breakdown", "prescale_gradients", "gradient_predivide_factor",
 		"optimizer.params.*", "scheduler.*", "fp16.loss_scale", "fp16.loss_scale_window", "fp16.initial_scale_power",
 		"fp16.hysteresis", "fp16.min_loss_scale", "fp16.auto_cast", "fp16.consecutive_hysteresis", "zero_allow_untested_optimizer",
 		"zero_optimization.stage3_gather_16bit_weights_on_model_save", "zero_optimization.stage3_gather_fp16_weights_on_model_save",
@@ -137,6 +137,9 @@ func deepspeedPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	if err := deepspeedOptimizer(t, p); err != nil {
+		return nil, err
+	}
+	if err := deepspeedClip(t, p); err != nil {
 		return nil, err
 	}
 	if err := deepspeedCheckpoint(t, p); err != nil {

@@ -23,7 +23,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 8, seq = 512, precision = "fp16-mixed", optimizer = adamw(fused = True),
-             gpu = "A100-40GB", parallel = parallel(dp = 8, zero = 3, reduce_bucket_size = 10000000, stage3_prefetch_bucket_size = 100000000,
+             clip_grad_norm = 1.0, gpu = "A100-40GB", parallel = parallel(dp = 8, zero = 3, reduce_bucket_size = 10000000, stage3_prefetch_bucket_size = 100000000,
              stage3_param_persistence_threshold = 100000, stage3_max_live_parameters = 200000000), offload = offload(optimizer = "cpu", params = "cpu"))`,
 	}, {
 		name:  "Megatron-LM's ZeRO-2 CPU offload config: train_batch_size 16 on 8 GPUs is micro batch 2",
@@ -36,7 +36,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 2, seq = 1024, precision = "fp16-mixed", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
 	}, {
 		name:  "the same with optimizer.type Lion: DeepSpeedCPULion on the host, lion()",
 		file:  "deepspeed/megatron_zero2_cpu_offload.json",
@@ -48,7 +48,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 2, seq = 1024, precision = "fp16-mixed", optimizer = lion(),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
 	}, {
 		name:  "the autotuning ZeRO-3 config with its auto filled in, two nodes, the model checkpointed",
 		file:  "deepspeed/autotuning_z3.json",
@@ -61,7 +61,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 4096, precision = "bf16-mixed", optimizer = adamw(), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
 		name:  "the ZeRO-Offload tutorial's one-GPU config: stage 2 with overlap_comm, read as parallel(overlap_comm=True)",
 		file:  "deepspeed/zero_offload_tutorial.json",
@@ -73,7 +73,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 10, seq = 1024, precision = "fp16-mixed", optimizer = adamw(),
-             gpu = "H100-80GB", parallel = parallel(dp = 1, zero = 2, overlap_comm = True), offload = offload(optimizer = "cpu"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 1, zero = 2, overlap_comm = True), offload = offload(optimizer = "cpu"))`,
 	}, {
 		name:  "ZeRO-Infinity: config-json.md's offload_param and offload_optimizer on nvme, with DeepSpeed's default swap sizes",
 		file:  "deepspeed/zero_infinity_config_json.json",
@@ -86,7 +86,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 512, precision = "bf16-mixed", optimizer = adamw(),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "nvme", params = "nvme"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "nvme", params = "nvme"))`,
 	}, {
 		// OpenRLHF's get_train_ds_config(offload=True, adam_offload=False,
 		// stage=3) (OpenRLHF/OpenRLHF openrlhf/utils/deepspeed/deepspeed_utils.py
@@ -109,7 +109,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 2048, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(params = "cpu"))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(params = "cpu"), clip_grad_norm = 1.0)`,
 	}, {
 		name: "the same at stage 2 without offload_param: nvme is the host there; a buffer_count other than DeepSpeed's is not modelled",
 		file: "deepspeed/zero_infinity_config_json.json",
@@ -124,7 +124,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 512, precision = "bf16-mixed", optimizer = adamw(),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
 	}, {
 		// DeepSpeedExamples' bf16_master_weight baseline (4 x H100,
 		// ZeRO-3): torch_autocast off reads as nothing.
@@ -138,7 +138,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}, {
 		// bf16_master_weights_and_grads and bf16_optimizer_states: the
 		// master partition and the moments in bf16 (sim's
@@ -154,7 +154,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision("bf16-mixed", master = "bf16", optimizer_states = "bf16"),
-             optimizer = adamw(fused = True), gpu = "H100-80GB",
+             optimizer = adamw(fused = True), clip_grad_norm = 1.0, gpu = "H100-80GB",
              parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}, {
 		// data_types as OpenRLHF's get_train_ds_config writes them in bf16
@@ -171,7 +171,7 @@ func TestDeepSpeed(t *testing.T) {
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision(params = "bf16", grads = "fp32", master = "fp32"),
              optimizer = adamw(fused = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
+             parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0), clip_grad_norm = 1.0)`,
 	}, {
 		// with bf16_master_weights_and_grads: the master stays bf16, the
 		// moments DeepSpeed's fp32 on the host
@@ -186,7 +186,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision(params = "bf16", grads = "fp32", master = "bf16", optimizer_states = "fp32"),
-             optimizer = adamw(fused = True), gpu = "H100-80GB", offload = offload(optimizer = "cpu"),
+             optimizer = adamw(fused = True), clip_grad_norm = 1.0, gpu = "H100-80GB", offload = offload(optimizer = "cpu"),
              parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}, {
 		// stage 2 with offload_optimizer reads no grad_accum_dtype
@@ -199,7 +199,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", offload = offload(optimizer = "cpu"), parallel = parallel(dp = 4, zero = 2, overlap_comm = True, reduce_bucket_size = 50000000))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", offload = offload(optimizer = "cpu"), parallel = parallel(dp = 4, zero = 2, overlap_comm = True, reduce_bucket_size = 50000000))`,
 	}, {
 		// stage 1 with bf16_master_weights_and_grads: BF16_Optimizer keeps
 		// an fp32 master whatever the key, which memsh does not write
@@ -212,7 +212,7 @@ func TestDeepSpeed(t *testing.T) {
 			"data_types.grad_accum_dtype: gradients accumulated in fp32 beside the bf16 model and its 16-bit master (stage 1's BF16_Optimizer, whose master partition is fp32 whatever the bf16 section says), replayed in the model's dtype",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision("bf16-mixed", master = "bf16", optimizer_states = "bf16"),
-             optimizer = adamw(fused = True), gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
+             optimizer = adamw(fused = True), clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
 	}, {
 		// stage 1 with a bf16 model: BF16_Optimizer
 		name:  "data_types: grad_accum_dtype fp32 at stage 1 is BF16_Optimizer's",
@@ -221,7 +221,7 @@ func TestDeepSpeed(t *testing.T) {
 		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 4, Overrides: []string{"data_types.grad_accum_dtype=fp32", "zero_optimization.stage=1"}},
 		files: llama2,
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision(params = "bf16", grads = "fp32", master = "fp32"),
-             optimizer = adamw(fused = True), gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
+             optimizer = adamw(fused = True), clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 4, zero = 1, overlap_comm = True, reduce_bucket_size = 50000000))`,
 	}, {
 		name:  "bf16 master weights with their moments offloaded: fp32 moments on the host",
 		file:  "deepspeed/bf16_master_weight_bf16_full.json",
@@ -233,7 +233,7 @@ func TestDeepSpeed(t *testing.T) {
 			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 512, precision = precision("bf16-mixed", master = "bf16"),
-             optimizer = adamw(fused = True), gpu = "H100-80GB", offload = offload(optimizer = "cpu"),
+             optimizer = adamw(fused = True), clip_grad_norm = 1.0, gpu = "H100-80GB", offload = offload(optimizer = "cpu"),
              parallel = parallel(dp = 4, zero = 3, reduce_bucket_size = 50000000, stage3_param_persistence_threshold = 0))`,
 	}})
 }

@@ -25,7 +25,7 @@ var hfTrainer = &trainer{
 	plan: hfPlan,
 	noEffect: append([]string{
 		"output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy", "evaluation_strategy", "eval_steps",
-		"per_device_eval_batch_size", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+		"per_device_eval_batch_size", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
 		"num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs.*", "warmup_ratio", "warmup_steps", "log_level",
 		"logging_dir", "logging_strategy", "logging_steps", "logging_first_step", "save_strategy", "save_steps", "save_total_limit",
 		"save_only_model", "seed", "data_seed", "report_to", "run_name", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo",
@@ -295,6 +295,9 @@ func hfPlanAs(t *tree, o Options, run hfRun) (*plan, error) {
 			return nil, err
 		}
 		p.set("optimizer", expr)
+		if err := hfClip(t, p); err != nil {
+			return nil, err
+		}
 	}
 	if err := hfCheckpoint(t, p, ds, run); err != nil {
 		return nil, err

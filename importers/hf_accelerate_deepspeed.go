@@ -67,13 +67,9 @@ func hfAccelerateDeepSpeed(t, a *tree, o Options, mp string) error {
 			ds[k] = v
 		}
 		if clip, ok := fields["gradient_clipping"]; ok {
-			want := 1.0 // TrainingArguments' max_grad_norm
-			if v, _ := t.get("max_grad_norm"); v != nil {
-				f, ok := toFloat(v)
-				if !ok {
-					return t.errorf("max_grad_norm", "", "want a number, got %s", describe(v))
-				}
-				want = f
+			want, err := t.clipNorm("max_grad_norm", 1.0) // TrainingArguments' max_grad_norm
+			if err != nil {
+				return err
 			}
 			if f, ok := toFloat(clip); !ok || f != want {
 				return a.errorf("deepspeed_config.gradient_clipping", "the Trainer refuses the mismatch: drop it, or set max_grad_norm the same",

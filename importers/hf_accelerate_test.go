@@ -28,7 +28,7 @@ func TestHFAccelerate(t *testing.T) {
 		opts: Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre",
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre",
              fsdp_forward_prefetch = True))`,
 	}, {
 		name: "alignment-handbook's multi_gpu.yaml: DDP over 16 GPUs on one machine",
@@ -37,7 +37,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{Overrides: []string{"accelerate_config=handbook_multi_gpu.yaml"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 16))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 16))`,
 	}, {
 		name: "the same over fp32 weights without the Trainer's bf16: the config's mixed_precision bf16 autocasts",
 		file: "hf/zephyr_sft_full.yaml",
@@ -45,7 +45,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{Overrides: []string{"accelerate_config=handbook_multi_gpu.yaml", "bf16=false", "torch_dtype=float32"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 16))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 16))`,
 	}, {
 		name: "LLaMA-Factory's fsdp_config.yaml: FSDP1 with CPU offload in fp16 on 2 GPUs",
 		file: "hf/zephyr_sft_full.yaml",
@@ -53,7 +53,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{Overrides: []string{"accelerate_config=llamafactory_fsdp_offload.yaml", "bf16=false", "torch_dtype=float32"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "fp16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 2, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"),
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 2, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"),
              offload = offload(params = "cpu"))`,
 	}, {
 		name: "the same with the Trainer's bf16: the Trainer's wins over the config's fp16",
@@ -62,7 +62,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{Overrides: []string{"accelerate_config=llamafactory_fsdp_offload.yaml"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 2, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"),
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 2, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "pre"),
              offload = offload(params = "cpu"))`,
 	}, {
 		name:        "the Trainer's own fsdp under fsdp.yaml: its plugin's FSDP2 (transformers 5.10 and later), the config's FSDP1 fields unread",
@@ -72,7 +72,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		notModelled: []string{hfFSDPVersionUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}, {
 		name: "the Trainer's FSDP1 shard_grad_op under fsdp.yaml: the launcher's FSDP_SHARDING_STRATEGY FULL_SHARD wins",
 		file: "hf/zephyr_sft_full.yaml",
@@ -80,7 +80,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{Overrides: []string{"accelerate_config=handbook_fsdp.yaml", "fsdp=shard_grad_op auto_wrap", "fsdp_config.version=1"}, ReadFile: accelerateFiles},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "alignment-handbook's deepspeed_zero3.yaml with launch's --num_processes 8: ZeRO-3, optimizer and parameters on the CPU, bf16",
 		file: "hf/zephyr_sft_full.yaml",
@@ -92,7 +92,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "cpu", params = "cpu"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "cpu", params = "cpu"))`,
 	}, {
 		name: "the same without zero_stage and the offloads: the plugin's ZeRO-2",
 		file: "hf/zephyr_sft_full.yaml",
@@ -103,7 +103,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		notModelled: []string{"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2))`,
 	}, {
 		name:    "LLaMA-Factory's ds_multi_nodes.yaml: its deepspeed_config_file (ZeRO-3 offload, auto sizes), 16 processes",
 		file:    "hf/zephyr_sft_full.yaml",
@@ -117,7 +117,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3, reduce_bucket_size = "auto",
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3, reduce_bucket_size = "auto",
              stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 1000000000), offload = offload(optimizer = "cpu", params = "cpu"))`,
 	}, {
 		name: "the Trainer's DeepSpeed config without a bf16 section, the Trainer's bf16 false, launched with multi_gpu.yaml's bf16: DeepSpeed in bf16",
@@ -136,7 +136,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3))`,
 	}})
 }
 

@@ -100,6 +100,9 @@ func hfDeepSpeed(t, d *tree, o Options, p *plan, batch, accum int64, optim strin
 	} else {
 		p.set("optimizer", optim)
 	}
+	if err := hfDeepSpeedClip(t, d, p); err != nil {
+		return err
+	}
 	d.notModelledIf("activation_checkpointing.partition_activations", "DeepSpeed's activation partitioning across model-parallel ranks")
 	d.notModelledIf("activation_checkpointing.cpu_checkpointing", "DeepSpeed's checkpoints on the CPU")
 	if err := deepspeedZero(d, o, p); err != nil {

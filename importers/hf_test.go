@@ -25,7 +25,7 @@ func TestHF(t *testing.T) {
 		step: hfStep(16, 1, 1, 2048),
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB")`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "zephyr-7b-beta SFT, QLoRA on a 24 GB card",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -35,7 +35,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2,
              precision = precision(params = "bf16", autocast = True, norms = "fp32"), optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05), quant = "nf4",
-             gpu = "RTX-4090")`,
+             clip_grad_norm = 1.0, gpu = "RTX-4090")`,
 	}, {
 		name: "zephyr-7b-beta SFT, full, asking for reentrant checkpointing",
 		file: "hf/zephyr_sft_full.yaml",
@@ -43,7 +43,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 		opts: Options{Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+             checkpoint = checkpoint("full", reentrant = True), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "zephyr-7b-beta SFT, LoRA under DeepSpeed ZeRO-3: TRL forces reentrant checkpointing",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -59,7 +59,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
 	}, {
 		name: "zephyr-7b-beta SFT, LoRA under FSDP1 on 8 GPUs: peft's wrap policy puts every adapter in a unit of its own",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -69,7 +69,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "the same with accelerator_config's sync_each_batch: FSDP1 reduce-scatters every micro-batch",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -79,7 +79,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_sync_each_batch = True, fsdp_backward_prefetch = "none"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_sync_each_batch = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "fsdp_config.sync_module_states=false: no broadcast while FSDP1 wraps the model",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -89,7 +89,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_backward_prefetch = "none"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "cpu_ram_efficient_loading forces sync_module_states on (accelerate), the fsdp_ prefix dropped as the Trainer does",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -99,7 +99,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name: "fsdp_config's backward_prefetch, the fsdp_ prefix dropped: BACKWARD_POST reaches FullyShardedDataParallel",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -109,7 +109,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "post"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_backward_prefetch = "post"))`,
 	}, {
 		name: "LoRA under FSDP2: accelerate 1.11+ accumulates without gradient sync",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -119,7 +119,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
 	}, {
 		name: "the same with CPU offload: not modelled, said",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -131,7 +131,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2), offload = offload(params = "cpu"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2), offload = offload(params = "cpu"))`,
 	}, {
 		name: "FSDP2 with sync_each_batch: every micro-batch reduce-scatters, memsh's FSDP2 default",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -141,7 +141,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}, {
 		name: "LoRA under DDP with sync_each_batch: the all-reduce of every micro-batch is said",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -153,7 +153,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8))`,
 	}, {
 		name: "the plain Trainer's gradient checkpointing: non-reentrant (transformers 5)",
 		file: "hf/trainer_gc.json",
@@ -161,7 +161,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 		opts: Options{Seq: 1024},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = "full", gpu = "H100-80GB")`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
 		file: "hf/trainer_gc.json",
@@ -169,7 +169,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+             checkpoint = checkpoint("full", reentrant = True), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "the plain Trainer under transformers 4.x, said by memsh.transformers: reentrant checkpointing, float32 weights",
 		file: "hf/trainer_gc.json",
@@ -177,7 +177,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		opts: Options{Seq: 1024, Overrides: []string{"memsh.transformers=4.57.1"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+             checkpoint = checkpoint("full", reentrant = True), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "FSDP2 over fp32 weights: accelerate reduce-scatters in the Trainer's bf16 (its policy's reduce_dtype), not in fp32",
 		file: "hf/zephyr_sft_full.yaml",
@@ -185,7 +185,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		opts: Options{GPUs: 8, Overrides: []string{"torch_dtype=float32", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=2"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reduce_dtype = "bf16"))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reduce_dtype = "bf16"))`,
 	}, {
 		name: "TRL's SFTTrainer under transformers 4.x: non-reentrant, as it asks itself",
 		file: "hf/zephyr_sft_full.yaml",
@@ -193,7 +193,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{Overrides: []string{"memsh.transformers=4.57.1"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB")`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "transformers 5.23's names: activation_checkpointing wins over its deprecated alias, its kwargs too",
 		file: "hf/trainer_gc.json",
@@ -202,7 +202,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 			"gradient_checkpointing_kwargs.use_reentrant=false", "activation_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+             checkpoint = checkpoint("full", reentrant = True), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "every_n_layers and offload in the kwargs",
 		file: "hf/trainer_gc.json",
@@ -213,7 +213,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 			"gradient_checkpointing_kwargs.offload: the checkpointed layers' inputs held in pinned host memory (save_on_cpu): memsh keeps them on the device"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = checkpoint(every = 2), gpu = "H100-80GB")`,
+             checkpoint = checkpoint(every = 2), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name:  "the plain Trainer with the model's config.json under transformers 5: the checkpoint's dtype (torch_dtype bfloat16)",
 		file:  "hf/trainer_gc.json",
@@ -221,7 +221,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		opts:  Options{Seq: 1024, Model: "mistral.json"},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
-             checkpoint = "full", gpu = "H100-80GB")`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name:  "the plain Trainer with the model's config.json under transformers 4.x: float32 weights, reentrant checkpointing",
 		file:  "hf/trainer_gc.json",
@@ -229,7 +229,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		opts:  Options{Seq: 1024, Model: "mistral.json", Overrides: []string{"memsh.transformers=4.57.1"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "sdpa", transformers = "4.57.1"), batch = 2, seq = 1024, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",
@@ -238,7 +238,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		notModelled: []string{"use_liger_kernel: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB")`,
+             loss_chunks = "liger", liger_kernels = True, clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name:        "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW: FSDP2, transformers 5.10+'s default",
 		notModelled: []string{hfFSDPVersionUnset},
@@ -247,7 +247,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts:        Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files:       map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}, {
 		name:  "the same under transformers 5.9: FSDP1, its default before 5.10",
 		file:  "hf/zephyr_sft_full.yaml",
@@ -255,7 +255,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2", "memsh.transformers=5.9.0"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash", transformers = "5.9.0"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name:  "fsdp: true (transformers 5) with shard_grad_op as FSDP1's reshard_after_forward: accelerate runs FSDP_SHARDING_STRATEGY's FULL_SHARD, said",
 		file:  "hf/zephyr_sft_full.yaml",
@@ -265,7 +265,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		notModelled: []string{"fsdp_config.reshard_after_forward: shard_grad_op under FSDP1 changes nothing with transformers 5: accelerate 1.16 runs FSDP_SHARDING_STRATEGY's " +
 			"FULL_SHARD (accelerator.py l.1919), which memsh replays; an accelerate config's fsdp_sharding_strategy SHARD_GRAD_OP (accelerate_config=) keeps the parameters gathered"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name:  "the legacy fsdp option shard_grad_op under transformers 4.57 (FSDP1): the Trainer exports FSDP_SHARDING_STRATEGY, the parameters stay gathered",
 		file:  "hf/zephyr_sft_full.yaml",
@@ -273,7 +273,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=shard_grad_op auto_wrap", "memsh.transformers=4.57.1", "torch_dtype=bfloat16", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash", transformers = "4.57.1"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, reshard_after_forward = False, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, reshard_after_forward = False, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none"))`,
 	}, {
 		name:        "the legacy fsdp option shard_grad_op under FSDP2: reshard_after_forward false",
 		notModelled: []string{hfFSDPVersionUnset},
@@ -282,7 +282,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts:        Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=shard_grad_op auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files:       map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reshard_after_forward = False))`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, reshard_after_forward = False))`,
 	}, {
 		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: accelerate's set_mixed_precision adds the Trainer's bf16)",
 		file: "hf/zephyr_sft_full.yaml",
@@ -296,7 +296,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
+             checkpoint = "full", clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
 	}})
 }
 
@@ -352,7 +352,7 @@ func TestHFFSDP1ForwardPrefetch(t *testing.T) {
 		opts: Options{GPUs: 8, Overrides: []string{"fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=1", "fsdp_config.fsdp_forward_prefetch=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none", fsdp_forward_prefetch = True))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True, fsdp_backward_prefetch = "none", fsdp_forward_prefetch = True))`,
 	}, {
 		name:        "the same under FSDP2: the key changes nothing",
 		file:        "hf/zephyr_sft_full.yaml",
@@ -361,6 +361,6 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		notModelled: []string{hfFSDPVersionUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
 	}})
 }

@@ -30,7 +30,7 @@ func TestLlamaFactory(t *testing.T) {
 		files:       qwen3,
 		notModelled: []string{llamaFactoryCutoff},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
-             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Qwen3 QLoRA SFT (bitsandbytes on the fly)",
 		file:        "llamafactory/qwen3_lora_sft_otfq.yaml",
@@ -39,7 +39,7 @@ func TestLlamaFactory(t *testing.T) {
 		files:       qwen3,
 		notModelled: []string{llamaFactoryCutoff},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), quant = "nf4-dq", ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
-             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "RTX-4090")`,
+             precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "RTX-4090", clip_grad_norm = 1.0)`,
 	}, {
 		// upcast_layernorm: the norms in fp32, as prepare_model_for_kbit_training leaves them under TRL
 		name:  "Qwen3 QLoRA with its norms upcast, flash-attention 2, 4,096-token packed rows",
@@ -49,7 +49,7 @@ func TestLlamaFactory(t *testing.T) {
 		files: qwen3,
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "flash"), quant = "nf4", ` + lora + `, batch = 1, seq = 4096, grad_accum = 8,
              precision = precision(params = "bf16", autocast = True, norms = "fp32"), optimizer = adamw(fused = True),
-             checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name: "Qwen3 full SFT under DeepSpeed ZeRO-3 on 8 GPUs",
 		file: "llamafactory/qwen3_full_sft.yaml",
@@ -64,7 +64,7 @@ func TestLlamaFactory(t *testing.T) {
 			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
 		},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), batch = 1, seq = 2048, grad_accum = 2, checkpoint = checkpoint("full", reentrant = True),
-             gpu = "H100-80GB", precision = "bf16-mixed", optimizer = adamw(fused = True),
+             clip_grad_norm = 1.0, gpu = "H100-80GB", precision = "bf16-mixed", optimizer = adamw(fused = True),
              parallel = parallel(dp = 8, zero = 3, reduce_bucket_size = "auto", stage3_prefetch_bucket_size = "auto", stage3_param_persistence_threshold = "auto", stage3_max_live_parameters = 1000000000))`,
 	}, {
 		// stage dpo: a pair is two rows (PairwiseDataCollatorWithPadding), the
@@ -77,7 +77,7 @@ func TestLlamaFactory(t *testing.T) {
 		notModelled: []string{llamaFactoryCutoff},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
              precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             preference = dpo(reference = "adapters", trainer = "llamafactory"))`,
+             preference = dpo(reference = "adapters", trainer = "llamafactory"), clip_grad_norm = 1.0)`,
 	}, {
 		// stage kto: unpaired rows (KTODataCollatorWithPadding), the KL
 		// forwards, the reference the policy with its adapters disabled
@@ -89,7 +89,7 @@ func TestLlamaFactory(t *testing.T) {
 		notModelled: []string{llamaFactoryCutoff},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
              precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             preference = kto(reference = "adapters", trainer = "llamafactory"))`,
+             preference = kto(reference = "adapters", trainer = "llamafactory"), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Qwen3 LoRA ORPO: no reference",
 		file:        "llamafactory/qwen3_lora_dpo.yaml",
@@ -99,7 +99,7 @@ func TestLlamaFactory(t *testing.T) {
 		notModelled: []string{llamaFactoryCutoff},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + lora + `, batch = 1, seq = 2048, grad_accum = 8,
              precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             preference = dpo(reference = "none", trainer = "llamafactory"))`,
+             preference = dpo(reference = "none", trainer = "llamafactory"), clip_grad_norm = 1.0)`,
 	}, {
 		name:  "Qwen3 full SFT on one GPU: fp32 weights under bf16 autocast, checkpointing off",
 		file:  "llamafactory/qwen3_full_sft.yaml",
@@ -107,7 +107,7 @@ func TestLlamaFactory(t *testing.T) {
 		opts:  Options{Model: "qwen3-8b.json", Seq: 1024, Overrides: []string{"deepspeed=null", "disable_gradient_checkpointing=true"}},
 		files: qwen3,
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), batch = 1, seq = 1024, grad_accum = 2,
-             precision = "bf16-mixed", optimizer = adamw(fused = True), gpu = "H100-80GB")`,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}})
 }
 

@@ -55,7 +55,7 @@ var openrlhfTrainer = &trainer{
 		return ok
 	},
 	plan:     openrlhfPlan,
-	noEffect: append(append([]string{}, openrlhfNoEffect...), "deepspeed.steps_per_print", "deepspeed.gradient_clipping", "deepspeed.prescale_gradients", "deepspeed.wall_clock_breakdown", "deepspeed.optimizer.params.*", "deepspeed.checkpoint.*"),
+	noEffect: append(append([]string{}, openrlhfNoEffect...), "deepspeed.steps_per_print", "deepspeed.prescale_gradients", "deepspeed.wall_clock_breakdown", "deepspeed.optimizer.params.*", "deepspeed.checkpoint.*"),
 }
 
 // openrlhfCommandKey holds the entry point the script runs

@@ -265,7 +265,7 @@ var openrlhfNoEffect = []string{
 	"ckpt.*", "logger.*", "eval.*", "data.dataset", "data.dataset_probs", "data.dataset_split", "data.max_samples", "data.multiturn",
 	"data.input_key", "data.output_key", "data.input_template", "data.apply_chat_template", "data.tokenizer_chat_template",
 	"data.disable_fast_tokenizer", "data.dataloader_num_workers", "data.train_split", "data.prompt_key", "data.chosen_key", "data.rejected_key", "train.seed", "train.full_determinism_enable", "train.max_epochs",
-	"local_rank", "adam.*", "muon.*", "lr_scheduler", "lr_warmup_ratio", "min_lr_ratio", "max_norm", "use_ms", "ds.use_universal_ckpt",
+	"local_rank", "adam.*", "muon.*", "lr_scheduler", "lr_warmup_ratio", "min_lr_ratio", "use_ms", "ds.use_universal_ckpt",
 	// the SFT loss over every token, prompt included: the same tensors
 	"model.pretrain_mode_enable",
 	// DeepSpeed launcher's rendezvous, and the variables of the hubs and loggers

@@ -30,6 +30,7 @@ var openrlhfDSArgs = map[string]string{
 //     reduce_scatter at stage 3;
 //   - bf16 or fp16 enabled by --ds.param_dtype;
 //   - data_types.grad_accum_dtype --ds.grad_accum_dtype when given;
+//   - gradient_clipping --max_norm (1.0);
 //   - optimizer AdamW (DeepSpeed's FusedAdam, DeepSpeedCPUAdam offloaded);
 //   - train_micro_batch_size_per_gpu and train_batch_size.
 //
@@ -70,7 +71,12 @@ func openrlhfDeepSpeed(t *tree, o Options) (Options, error) {
 	if stage == 3 {
 		zero["reduce_scatter"] = true
 	}
-	bf16, _ := t.boolean("bf16", false) // derived from --ds.param_dtype (openrlhfModel)
+	clip, err := t.clipNorm("max_norm", 1.0) // cli/train_sft.py l.243, given as gradient_clipping (deepspeed_utils.py l.55)
+	if err != nil {
+		return o, err
+	}
+	t.derive("max_grad_norm", clip, "max_norm") // the hf importer's DeepSpeed reading compares the two (hfDeepSpeedClip)
+	bf16, _ := t.boolean("bf16", false)         // derived from --ds.param_dtype (openrlhfModel)
 	micro, _ := t.integer("per_device_train_batch_size", 0, 1, 1<<24)
 	accum, _ := t.integer("gradient_accumulation_steps", 0, 1, 1<<24)
 	ds := map[string]any{
@@ -78,7 +84,7 @@ func openrlhfDeepSpeed(t *tree, o Options) (Options, error) {
 		"zero_optimization":              zero,
 		"bf16":                           map[string]any{"enabled": bf16},
 		"fp16":                           map[string]any{"enabled": !bf16},
-		"gradient_clipping":              1.0,
+		"gradient_clipping":              clip,
 		"prescale_gradients":             false,
 		"wall_clock_breakdown":           false,
 		"optimizer":                      map[string]any{"type": "AdamW", "params": map[string]any{}},

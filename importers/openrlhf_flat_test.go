@@ -42,7 +42,7 @@ func TestOpenRLHFFlat(t *testing.T) {
 		},
 		files: llama,
 		hand: `plan = train(` + sft("4.57.3") + `, batch = 1, seq = 4096, grad_accum = 16,
-             checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB")`,
+             checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name: "v0.9.1 full DPO of Llama 3 8B, ZeRO-3, packed (train_dpo_llama.sh)",
 		file: "openrlhf/v0.9.1_train_dpo_llama.sh",
@@ -56,7 +56,7 @@ func TestOpenRLHFFlat(t *testing.T) {
 		files: llama,
 		hand: `plan = train(hf_config("config.json", attn = "flash", transformers = "4.57.3"), preference = dpo(trainer = "openrlhf"),
              batch = 1, seq = 8192, grad_accum = 32, checkpoint = "full",
-             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}, {
 		name: "v0.10.1.post2 LoRA on Mixtral 8x7B, ZeRO-3, packed (train_sft_mixtral_lora.sh)",
 		file: "openrlhf/v0.10.1.post2_train_sft_mixtral_lora.sh",
@@ -71,7 +71,7 @@ func TestOpenRLHFFlat(t *testing.T) {
 		files: mixtral,
 		hand: `plan = train(` + sft("5.5.4") + `, lora = lora(rank = 64, alpha = 64, targets = ["all-linear"], dropout = 0.0),
              batch = 1, seq = 8192, grad_accum = 4, checkpoint = checkpoint("full", input_requires_grad = True),
-             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// a v0.6.4 script: --flash_attn bounds it to 0.8.9.post1, whose
 		// loop memsh replays (memsh.openrlhf=0.6.4 is refused)
@@ -86,7 +86,7 @@ func TestOpenRLHFFlat(t *testing.T) {
 		},
 		files: llama,
 		hand: `plan = train(` + sft("4.54.1") + `, batch = 2, seq = 2048, grad_accum = 16,
-             checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB")`,
+             checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name: "v0.5.0 full DPO of Llama 3 8B, ZeRO-3, unpacked (train_dpo_llama.sh)",
 		file: "openrlhf/v0.5.0_train_dpo_llama.sh",
@@ -100,7 +100,7 @@ func TestOpenRLHFFlat(t *testing.T) {
 		files: llama,
 		hand: `plan = train(hf_config("config.json", attn = "flash", transformers = "4.54.1"), preference = dpo(trainer = "openrlhf"),
              batch = 1, seq = 8192, grad_accum = 32, checkpoint = "full",
-             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}})
 }
 

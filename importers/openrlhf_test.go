@@ -50,7 +50,7 @@ func TestOpenRLHF(t *testing.T) {
 		},
 		files: llama,
 		hand: `plan = train(` + model + `, keep_logits = "next", batch = 1, seq = 4096, grad_accum = 16,
-             checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB")`,
+             checkpoint = "full", precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 2), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name: "LoRA on Mixtral 8x7B, ZeRO-3, packed (train_sft_mixtral_lora.sh)",
 		file: "openrlhf/train_sft_mixtral_lora.sh",
@@ -66,7 +66,7 @@ func TestOpenRLHF(t *testing.T) {
 		files: mixtral,
 		hand: `plan = train(` + model + `, keep_logits = "next", lora = lora(rank = 64, alpha = 64, targets = ["all-linear"], dropout = 0.0),
              batch = 1, seq = 8192, grad_accum = 4, checkpoint = checkpoint("full", input_requires_grad = True),
-             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// train_dpo: a pair is two rows (concatenated_forward), the
 		// reference a second model partitioned as the policy at stage 3;
@@ -84,7 +84,7 @@ func TestOpenRLHF(t *testing.T) {
 		files: llama,
 		hand: `plan = train(hf_config("config.json", attn = "flash", transformers = "5.15.0"), preference = dpo(trainer = "openrlhf"),
              batch = 1, seq = 8192, grad_accum = 32, checkpoint = "full",
-             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), gpu = "H100-80GB")`,
+             precision = "bf16-mixed", optimizer = adamw(fused = True), parallel = parallel(dp = 8, zero = 3), clip_grad_norm = 1.0, gpu = "H100-80GB")`,
 	}})
 }
 

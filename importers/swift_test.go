@@ -46,7 +46,7 @@ func TestSwift(t *testing.T) {
 	// config, or a script naming one: LoRA on Qwen2.5-7B under ZeRO-2 on 2 GPUs.
 	const yamlDS2Plan = qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000))`
+             parallel = parallel(dp = 2, zero = 2, reduce_bucket_size = 200000000), clip_grad_norm = 1.0)`
 	qwen3 := map[string]string{"qwen3-8b.json": "../../sim/testdata/hf/qwen3-8b.json"}
 	runImportCases(t, []importCase{{
 		name:        "LoRA on one GPU (lora_sft.sh)",
@@ -54,21 +54,21 @@ func TestSwift(t *testing.T) {
 		step:        hfStep(1, 16, 1, 2048),
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name:        "full fine-tune on one GPU (full/train.sh)",
 		file:        "swift/full_train.sh",
 		step:        hfStep(1, 16, 1, 2048),
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name:        "LoRA under DDP on 2 GPUs, non-reentrant as the script says (multi-gpu/ddp)",
 		file:        "swift/ddp_train.sh",
 		step:        hfStep(1, 8, 2, 2048),
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB", parallel = parallel(dp = 2))`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB", parallel = parallel(dp = 2), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "LoRA under ms-swift's zero2 preset (multi-gpu/deepspeed)",
 		file:        "swift/deepspeed_train_zero2.sh",
@@ -81,20 +81,20 @@ func TestSwift(t *testing.T) {
 		step:        hfStep(1, 8, 2, 2048),
 		notModelled: ds3Notes,
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", ` + zero3 + `)`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", ` + zero3 + `, clip_grad_norm = 1.0)`,
 	}, {
 		name:        "QLoRA with bitsandbytes (qlora/bnb)",
 		file:        "swift/qlora_bnb_train.sh",
 		step:        hfStep(1, 16, 1, 2048),
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), quant = "nf4-dq", ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name: "packed rows with flash attention (packing/llm.sh)",
 		file: "swift/packing_llm.sh",
 		step: hfStep(1, 4, 1, 2048),
 		hand: qwen + `plan = train(qwen2("7b", attn = "flash"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 4, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// no --torch_dtype: the config.json's (Qwen3-8B's bfloat16); no
 		// batch or accumulation: 1, and ceil(16 / 1 / 4) = 4 over 4 GPUs;
@@ -106,7 +106,7 @@ func TestSwift(t *testing.T) {
 		files:       qwen3,
 		notModelled: []string{swiftPadded},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), batch = 1, seq = 2048, grad_accum = 4, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB", parallel = parallel(dp = 4))`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), clip_grad_norm = 1.0, gpu = "H100-80GB", parallel = parallel(dp = 4))`,
 	}, {
 		// --lora_dtype float32: PEFT's fp32 adapters, as without it;
 		// PYTORCH_CUDA_ALLOC_CONF's expandable segments; fp32 weights
@@ -116,7 +116,7 @@ func TestSwift(t *testing.T) {
 		step: hfStep(1, 16, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"lora_dtype=float32", "torch_dtype=float32", "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 1024, grad_accum = 16, precision = "fp16-mixed",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", expandable_segments = True)`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", expandable_segments = True, clip_grad_norm = 1.0)`,
 	}, {
 		// --fsdp fsdp2: ms-swift's preset (full_shard auto_wrap, FSDP2,
 		// activation_checkpointing: gradient checkpointing off for
@@ -129,7 +129,7 @@ func TestSwift(t *testing.T) {
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 8, precision = "bf16",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 2, fsdp = 2, fsdp_no_sync = True))`,
+             parallel = parallel(dp = 2, fsdp = 2, fsdp_no_sync = True), clip_grad_norm = 1.0)`,
 	}, {
 		// a multimodal config.json: ms-swift's freeze_vit and
 		// freeze_aligner (true by default) listed; MAX_PIXELS listed
@@ -142,7 +142,7 @@ func TestSwift(t *testing.T) {
 			"freeze_vit true, freeze_aligner true, freeze_llm false: ms-swift trains only the parts not frozen (LoRA's all-linear on their linear layers, a lora fine-tune of them); memsh's plan makes the vision tower's and aligner's weights trainable too (adapters on their linear layers; in full, their gradients and optimizer states)",
 			swiftPadded, "env.MAX_PIXELS: 1003520: a multimodal model's image or video sizes, which decide its vision tokens: memsh replays text rows of max_length"},
 		hand: `plan = train(hf_config("vl.json", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// torchrun --nproc_per_node=4 --nnodes=2 swift/cli/sft.py: its
 		// flags start the processes; $(expr 32 / $nproc_per_node / $nnodes)
@@ -152,7 +152,7 @@ func TestSwift(t *testing.T) {
 		notModelled: append([]string{strings.ReplaceAll(swiftPadded, "2048", "8192")}, ds2Notes[1:]...),
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), batch = 1, seq = 8192, grad_accum = 4, precision = "bf16-mixed",
              optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB",
-             parallel = parallel(dp = 8, zero = 2, reduce_bucket_size = 200000000), cluster = cluster(nodes = 2, gpus_per_node = 4))`,
+             parallel = parallel(dp = 8, zero = 2, reduce_bucket_size = 200000000), cluster = cluster(nodes = 2, gpus_per_node = 4), clip_grad_norm = 1.0)`,
 	}, {
 		// no --max_length: ms-swift's max_model_len, the least of the
 		// config.json's length keys (Qwen3-8B's max_position_embeddings)
@@ -164,7 +164,7 @@ func TestSwift(t *testing.T) {
 		notModelled: []string{"max_length: unset, so ms-swift cuts rows at the model's max_model_len, 40960 (its config.json: BaseArguments.__post_init__, get_max_model_len)",
 			strings.ReplaceAll(swiftPadded, "2048", "40960")},
 		hand: `plan = train(hf_config("qwen3-8b.json", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 40960, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// `swift sft examples/yaml/deepspeed/sft.yaml`: the config file's
 		// keys as arguments (parse_yaml_args), read from the script's folder
@@ -199,7 +199,7 @@ func TestSwift(t *testing.T) {
 		opts:        Options{Overrides: []string{"launcher.command=swift pt"}},
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		// SWIFT_SINGLE_DEVICE_MODE=1: one device a process whatever it
 		// sees (is_mp), so 2 GPUs seen by one process train on one
@@ -209,14 +209,14 @@ func TestSwift(t *testing.T) {
 		opts:        Options{Overrides: []string{"env.CUDA_VISIBLE_DEVICES=0,1", "env.SWIFT_SINGLE_DEVICE_MODE=1"}},
 		notModelled: []string{swiftPadded},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), ` + swiftLoRAExpr + `, batch = 1, seq = 2048, grad_accum = 16, precision = "bf16",
-             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name: "lora_dtype as the weights'",
 		file: "swift/lora_sft.sh",
 		step: hfStep(1, 16, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"lora_dtype=bfloat16", "gradient_checkpointing=false"}},
 		hand: qwen + `plan = train(qwen2("7b", attn = "sdpa"), lora = lora(rank = 8, alpha = 32, targets = ["all-linear"], dropout = 0.05, autocast_adapter_dtype = False),
-             batch = 1, seq = 1024, grad_accum = 16, precision = "bf16", optimizer = adamw(fused = True), gpu = "H100-80GB")`,
+             batch = 1, seq = 1024, grad_accum = 16, precision = "bf16", optimizer = adamw(fused = True), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}})
 }
 

@@ -35,7 +35,7 @@ var torchtitanTrainer = &trainer{
 	noEffect: []string{
 		"job.*", "profiling.*", "metrics.*", "model.tokenizer_path", "model.hf_assets_path", "model.print_after_conversion",
 		"optimizer.lr", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.weight_decay", "lr_scheduler.*",
-		"training.dataset", "training.dataset_path", "training.max_norm", "training.steps", "training.gc_freq", "training.gc_debug",
+		"training.dataset", "training.dataset_path", "training.steps", "training.gc_freq", "training.gc_debug",
 		"training.seed", "training.deterministic", "checkpoint.*", "comm.*", "memory_estimation.*", "experimental.*",
 		"validation.dataset", "validation.dataset_path", "validation.local_batch_size", "validation.seq_len", "validation.freq",
 		"validation.steps", "parallelism.pipeline_parallel_schedule_csv",
@@ -219,7 +219,7 @@ func torchtitanOptimizer(t *tree, p *plan) error {
 		args = append(args, kw("in_backward", "True"))
 	}
 	p.set("optimizer", call(fn, args...))
-	return nil
+	return torchtitanClip(t, p, inBwd)
 }
 
 // torchtitanImpl reads optimizer.implementation into the optimizer's

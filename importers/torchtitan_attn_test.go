@@ -17,7 +17,7 @@ func TestTorchtitanPyAttention(t *testing.T) {
 	const flexFlash = "model_spec.attn_backend: flex_flash, FlexAttention's FLASH backend (flash-attn's CuTe kernel, replayed with the Triton backend's workspaces; " +
 		"memsh prices its kernel as flash-attn's over one causal row a sequence, train(doc_tokens=) per document, and leaves out its BlockMask's int32 tensors)"
 	const tail = `batch = 2, seq = 8192, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`
 	override := func(backend string) Options {
 		return Options{Function: "llama3_8b_no_ac", GPUs: 8, Overrides: []string{"model_spec.attn_backend=" + backend}}
 	}

@@ -25,7 +25,7 @@ var torchtitanPyTrainer = &trainer{
 	plan:      torchtitanPyPlan,
 	noEffect: []string{
 		"hf_assets_path", "dump_folder", "profiler.*", "metrics.*", "tokenizer.*", "dataloader.*", "lr_scheduler.*", "checkpoint.*",
-		"comm.*", "override.*", "training.max_norm", "training.steps", "training.gc_freq", "training.gc_debug",
+		"comm.*", "override.*", "training.steps", "training.gc_freq", "training.gc_debug",
 		"training.mixed_precision_reduce", // float32, the only choice: FSDP's reduce_dtype, memsh's bf16-mixed
 		"debug.seed", "debug.deterministic", "debug.deterministic_warn_only", "debug.moe_force_load_balance", "debug.detect_anomaly",
 		"debug.print_config", "debug.save_config_file", "debug.enable_structured_logging", "debug.spmd_typechecking",
@@ -305,5 +305,5 @@ func torchtitanPyOptimizer(t *tree, p *plan) error {
 		return err
 	}
 	p.set("optimizer", call(fn, args...))
-	return nil
+	return torchtitanClip(t, p, false)
 }

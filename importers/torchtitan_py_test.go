@@ -35,7 +35,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b", GPUs: 8},
 		notModelled: []string{pyFlex, pyGraphs},
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
-             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "llama3_70b on 64 GPUs: 8 x 8192 tokens, TP 8, FSDP 8, full AC",
 		file:        pyRegistry,
@@ -44,7 +44,7 @@ func TestTorchtitanPy(t *testing.T) {
 		notModelled: []string{pyFlex, pyGraphs},
 		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False), loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
-             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 8, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_405b on 128 GPUs: compiled, async TP, Float8 rowwise under TP not modelled",
 		file: pyRegistry,
@@ -57,7 +57,7 @@ func TestTorchtitanPy(t *testing.T) {
 		hand: pyLlama405B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = "full", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB",
              parallel = parallel(dp = 16, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"),
-             cluster = cluster(nodes = 16, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 16, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "llama3_8b_mxfp8: llama3_8b with the model compiled and MXFP8 linears (not modelled)",
 		file:        pyRegistry,
@@ -65,7 +65,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b_mxfp8", GPUs: 8},
 		notModelled: []string{pyFlex, "model_spec.converters[0]: MXFP8 linears (torchao's MX formats)", pyGraphs},
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks", checkpoint = "op", loss_chunks = ("torchtitan", 8),
-             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "a recipe: 2 x 8192 tokens per rank, 4 iterations per step, full AC, CUDA graphs off",
 		file:        pyRecipes,
@@ -73,7 +73,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b_fsdp_accum", GPUs: 8, Nodes: 2},
 		notModelled: []string{pyFlex},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False),
-             gpu = "H100-80GB", parallel = parallel(dp = 16, fsdp = True), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 16, fsdp = True), cluster = cluster(nodes = 2, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "a recipe: Float8 rowwise without TP, lm_head filtered, torchao's size filter, blocks compiled",
 		file:        pyRecipes,
@@ -82,7 +82,7 @@ func TestTorchtitanPy(t *testing.T) {
 		notModelled: []string{pyFlex},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks",
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]), float8 = "rowwise", float8_auto_filter = True,
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "a recipe: TP 8 x interleaved PP 2, 8 micro-batches of one sequence, torchtitan's uneven split",
 		file:        pyRecipes,
@@ -92,7 +92,7 @@ func TestTorchtitanPy(t *testing.T) {
 		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
-             cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 2, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "a recipe: TP 8 x interleaved PP 2 with a 16-chunk loss on the last stage",
 		file:        pyRecipes,
@@ -102,7 +102,7 @@ func TestTorchtitanPy(t *testing.T) {
 		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False), loss_chunks = ("torchtitan", 16), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
-             cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 2, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "a recipe: the memory budget policy on the compiled model, a 4-chunk loss, an if on the TP degree",
 		file:        pyRecipes,
@@ -110,7 +110,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b_budget", GPUs: 8},
 		notModelled: []string{pyFlex, pyGraphs},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3), loss_chunks = ("torchtitan", 4),
-             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "a recipe calling another: activation_checkpoint = None, training.dtype bfloat16",
 		file:        pyRecipes,
@@ -118,7 +118,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b_no_ac", GPUs: 8},
 		notModelled: []string{pyFlex},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		// the two context-parallel ranks share each sequence: the step is
 		// the 4 data-parallel ranks' sequences, not 8
@@ -129,7 +129,7 @@ func TestTorchtitanPy(t *testing.T) {
 		notModelled: []string{pyFlex, pyGraphs,
 			"parallelism.context_parallel_degree: the attention of distributed/context_parallel/api.py (memsh replays torch's all-gather context parallelism, the TOML generation's default)"},
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
-             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"))`,
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"), clip_grad_norm = 1.0)`,
 	}, {
 		// the expert-parallel ranks are data-parallel ranks: 4 of them, each
 		// running 4 pipeline micro-batches of one sequence
@@ -140,7 +140,7 @@ func TestTorchtitanPy(t *testing.T) {
 		files:       map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		notModelled: []string{pyFlexHF},
 		hand: `plan = train(hf_config("mixtral.json", pad_labels = False, position_ids = False, attn = "flash"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
-             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, reshard_after_forward = False, ep = 2, pp = 2, schedule = "1f1b", micro_batches = 4, pp_runtime = "torch"))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, reshard_after_forward = False, ep = 2, pp = 2, schedule = "1f1b", micro_batches = 4, pp_runtime = "torch"), clip_grad_norm = 1.0)`,
 	}})
 }
 
@@ -268,7 +268,7 @@ func TestTorchtitanDict(t *testing.T) {
 		opts:        Options{GPUs: 8},
 		notModelled: lost,
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
-             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "the dump with a field overridden: 2 sequences per micro-batch",
 		file:        "torchtitan/llama3_8b_to_dict.json",
@@ -276,7 +276,7 @@ func TestTorchtitanDict(t *testing.T) {
 		opts:        Options{GPUs: 8, Overrides: []string{"training.num_tokens_per_microbatch_per_dp_rank=16384"}},
 		notModelled: lost,
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
-             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}})
 	const dump = `{"model_spec": {"name": "llama3", "flavor": "8B"}, "training": {"num_tokens_per_microbatch_per_dp_rank": 8192, "max_context_length": 8192},
  "activation_checkpoint": {"preserve_rng_state": true, "memory_budget": 0.5}, "loss": {"global_vocab_size": 128256}}`

@@ -18,7 +18,7 @@ func TestTorchtitan(t *testing.T) {
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
-             gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+             gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_70b on its 64 A100s: 8-way TP, FSDP over the rest",
 		file: "torchtitan/llama3_70b.toml",
@@ -27,7 +27,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
-             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 8, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_8b as torchtitan's benchmark ran it: 8 H100s, batch 2, blocks compiled",
 		file: "torchtitan/llama3_8b.toml",
@@ -35,7 +35,7 @@ plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batc
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "training.compile=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
-             compile = "blocks", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             compile = "blocks", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_8b as torchtitan's Float8 rows ran it: tensorwise, weights gathered in fp8",
 		file: "torchtitan/llama3_8b.toml",
@@ -45,7 +45,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
-             compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_8b Float8 with torchao's size filter (filter_fqns auto_filter_small_kn)",
 		file: "torchtitan/llama3_8b.toml",
@@ -54,7 +54,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
-             float8 = "tensorwise", float8_auto_filter = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             float8 = "tensorwise", float8_auto_filter = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_70b compiled, HSDP, every second layer checkpointed, accumulation, float8",
 		file: "torchtitan/llama3_70b.toml",
@@ -65,7 +65,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, float8 = "tensorwise", gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
-             cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 4, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_70b float8 rowwise with tensor parallelism: not modelled",
 		file: "torchtitan/llama3_70b.toml",
@@ -78,7 +78,7 @@ plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batc
 plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
-             cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 4, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_70b float8 auto_filter_small_kn with tensor parallelism: every linear converted, listed",
 		file: "torchtitan/llama3_70b.toml",
@@ -91,7 +91,7 @@ plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batc
 plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, float8 = "tensorwise", gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
-             cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 4, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
 		file:        "torchtitan/llama3_70b.toml",
@@ -101,7 +101,7 @@ plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batc
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch"),
-             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 8, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		// Table 2 of benchmarks/llama3_h100_202412_torchtitan.md: FSDP over
 		// dp_shard x cp, cp 8 at 262,144 tokens, full checkpointing.
@@ -112,7 +112,7 @@ plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batc
 			"activation_checkpoint.mode=full", "parallelism.context_parallel_degree=8"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_8b on 16 GPUs with 2 pipeline stages: torch's pipelining, FSDP kept unsharded between micro-batches",
 		file: "torchtitan/llama3_8b.toml",
@@ -121,7 +121,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
-             micro_batches = 8, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             micro_batches = 8, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_8b, 2 pipeline stages, micro-batches of 2: batch is the micro-batch, the local batch of 8 split in 4",
 		file: "torchtitan/llama3_8b.toml",
@@ -131,7 +131,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
-             micro_batches = 4, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             micro_batches = 4, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_70b with 4 pipeline stages: torchtitan's split, the embedding and the output counted as a layer each",
 		file: "torchtitan/llama3_70b.toml",
@@ -141,7 +141,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 2, fsdp = True, reshard_after_forward = False, tp = 8, sequence_parallel = True,
              tp_runtime = "torch", loss_parallel = "torch", pp = 4, schedule = "1f1b", micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
-             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+             cluster = cluster(nodes = 8, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "llama3_8b, Interleaved1F1B on 2 ranks: two stages each",
 		file: "torchtitan/llama3_8b.toml",
@@ -151,7 +151,7 @@ plan = train(llama("llama3-70b", pad_labels = False, position_ids = False), batc
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "interleaved",
-             virtual_stages = 2, micro_batches = 8, stage_layers = [8, 9, 8, 7], pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+             virtual_stages = 2, micro_batches = 8, stage_layers = [8, 9, 8, 7], pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "cp 2 with the alltoall rotate method: torch's ring",
 		file:        "torchtitan/llama3_8b.toml",
@@ -160,14 +160,14 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		notModelled: []string{"parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
-             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2), clip_grad_norm = 1.0)`,
 	}, {
 		name:  "llama3_8b on one GPU, the model from its config.json",
 		file:  "torchtitan/llama3_8b.toml",
 		step:  torchtitanLocalStep(1, 1, 1, 2048),
 		opts:  Options{Seq: 2048, Model: "llama-3-8b.json", Overrides: []string{"activation_checkpoint.mode=none", "optimizer.implementation=foreach"}},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		hand:  `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "H100-80GB")`,
+		hand:  `plan = train(hf_config("llama-3-8b.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}})
 }
 
@@ -178,12 +178,12 @@ func TestTorchtitanReleases(t *testing.T) {
 	const v022 = "torchtitan/llama3_8b_v0.2.2.toml"
 	const llama8b = `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`
 	// v0.2.x passes activation_checkpoint.early_stop, False by default, to
 	// each block's checkpoint: the recompute runs the whole block
 	const llama8bV022 = `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             checkpoint = checkpoint(policy = "op", early_stop = False), gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
+             checkpoint = checkpoint(policy = "op", early_stop = False), gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`
 	runImportCases(t, []importCase{{
 		// its [quantize.linear.float8] without the converter, validation.enable
 		// false and [compile] enable false: nothing left over
@@ -193,7 +193,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
-             gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+             gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		// components/quantization/float8.py at v0.2.2, line 238: the converter
 		// quantize.linear.float8 reads [quantize.linear.float8] as 6404b93's float8 read [float8]
@@ -205,7 +205,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
-             compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "v0.2.2's validation.enable",
 		file:        v022,
@@ -228,7 +228,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts: Options{GPUs: 8, Overrides: []string{"training.dtype=bfloat16"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		// distributed/activation_checkpoint.py:226-235 at v0.2.2: the partitioner's
 		// activation_memory_budget, 0.5 by default
@@ -238,7 +238,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             checkpoint = checkpoint(budget = 0.5), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             checkpoint = checkpoint(budget = 0.5), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "v0.2.2's memory_budget mode at 0.2",
 		file: v022,
@@ -246,7 +246,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget", "activation_checkpoint.memory_budget=0.2"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
-             checkpoint = checkpoint(budget = 0.2), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+             checkpoint = checkpoint(budget = 0.2), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "early_stop true (the recompute stops early, as before v0.2.0), another compile backend, the ptrr balancer: said, not replayed",
 		file: v022,
@@ -258,7 +258,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
-             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"), clip_grad_norm = 1.0)`,
 	}, {
 		// torchtitan reads the pipeline's keys only when pipeline_parallel_degree > 1
 		name: "a pipeline schedule at pp 1: understood, no effect",
@@ -276,7 +276,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		hand: `plan = train(hf_config("mixtral.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
-             ep = 2, expert_tp = 1))`,
+             ep = 2, expert_tp = 1), clip_grad_norm = 1.0)`,
 	}, {
 		// distributed/tensor_parallel.py at v0.2.2: maybe_enable_async_tp turns on
 		// Inductor's micro-pipeline TP when tp > 1, the model compiled
@@ -289,7 +289,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", compile = True,
-             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"), clip_grad_norm = 1.0)`,
 	}, {
 		// maybe_enable_async_tp is called only with tp > 1
 		name: "async TP at tp 1: understood, no effect",
@@ -304,7 +304,7 @@ plan = train(llama("llama3-8b", pad_labels = False, position_ids = False), batch
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2", "parallelism.expert_tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		hand: `plan = train(hf_config("mixtral.json", pad_labels = False, position_ids = False), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
-             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", ep = 2))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", ep = 2), clip_grad_norm = 1.0)`,
 	}})
 }
 

@@ -22,7 +22,7 @@ var torchtuneTrainer = &trainer{
 	noEffect: []string{
 		"output_dir", "tokenizer.*", "dataset.*", "dataset_val.*", "batch_size_val", "run_val_every_n_steps",
 		"seed", "shuffle", "checkpointer.*", "resume_from_checkpoint", "save_adapter_weights_only", "save_every_n_steps",
-		"enable_async_checkpointing", "epochs", "max_steps_per_epoch", "clip_grad_norm", "device", "metric_logger.*",
+		"enable_async_checkpointing", "epochs", "max_steps_per_epoch", "device", "metric_logger.*",
 		"log_every_n_steps", "log_peak_memory_stats", "log_level", "profiler.*", "lr_scheduler.*", "optimizer.lr",
 		"optimizer.weight_decay", "optimizer.betas", "optimizer.eps", "optimizer.foreach", "low_cpu_ram",
 		"cudnn_deterministic_mode", "collate_fn", "loss.ignore_index",
@@ -261,7 +261,7 @@ func torchtuneOptimizer(t *tree, p *plan, accum int64) error {
 		args = append(args, kw("in_backward", "True"))
 	}
 	p.set("optimizer", call(name, args...))
-	return nil
+	return torchtuneClip(t, p, inBwd)
 }
 
 // torchtuneMemory sets checkpointing, offloading and compile.
@@ -490,15 +490,6 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if torchtuneDPO(t) { // core's DPO runs on one GPU or DDP/ZeRO-1/2 (preference.go)
 		return t.errorf("loss._component_", "--gpus 1 replays the recipe on one GPU",
 			"not modelled: the distributed DPO recipes (FSDP2 over the policy, and under full_dpo_distributed.py over the reference copy too)")
-	}
-	// full_finetune_distributed.py:221-227 (bd2a0fc; qat_distributed.py the
-	// same) raises on clipping with the optimizer stepped in backward; the
-	// single-device recipes do not
-	if inBwd, _ := t.boolean("optimizer_in_bwd", false); inBwd {
-		if clip, _ := t.get("clip_grad_norm"); clip != nil {
-			return t.errorf("clip_grad_norm", "torchtune raises the same: set clip_grad_norm: null, or optimizer_in_bwd: False",
-				"gradient clipping with optimizer_in_bwd in the distributed recipe")
-		}
 	}
 	if gpus%(tp*cp*replicate) != 0 {
 		return t.errorf("tensor_parallel_dim", "tensor x context x replicate degrees must divide the GPUs",

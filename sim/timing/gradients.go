@@ -24,6 +24,12 @@ import (
 //     optimizer's "for-loop" implementation stands for the first, the
 //     others for the second. Four small kernels form the total norm and
 //     the coefficient (stack, norm, add, clamp); none syncs with the host.
+//     Under ZeRO and FSDP the passes run over the rank's shard
+//     (OptimizerWorkOf). DeepSpeed's engine clips inside its step and is
+//     priced the same, though it runs otherwise: ZeRO-1/2 take a norm of
+//     a float64 copy of each gradient whether or not they clip, and scale
+//     the flat partition once (runtime/zero/stage_1_and_2.py at edaa722
+//     l.2054-2101, l.2434-2448); that difference is not priced.
 //   - GradScaler's unscale_ under fp16 autocast (precision "fp16-mixed":
 //     torch.cuda.amp.GradScaler, which the HF Trainer, Lightning and
 //     accelerate run with fp16 autocast): torch._amp_foreach_non_finite_
