@@ -62,7 +62,7 @@ func SearchBuiltins() []host.Builtin {
 			"keeps them there in every layout, each timed by its replay as it comes up (t.notes count them), with offload=[\"none\"] only. A plan whose schedule is not 1f1b or interleaved, or that " +
 			"offloads its optimizer or parameters (an axis: offload=), is refused with a hint, as are settings whose memory the " +
 			"search cannot bound (fp8_param_gather, tokens_per_batch, members, " +
-			"first_step, validation, rollout, images, fsdp_units, preference, trainable). Every layout is checked by the plan and bounded from block " +
+			"first_step, validation, rollout, images, fsdp_units, preference, trainable) and muon(), whose step the profiles do not price (its Newton-Schulz products: sweep() evaluates it). Every layout is checked by the plan and bounded from block " +
 			"profiles: a lower bound of its device memory. Layouts whose bound exceeds the GPU cannot fit and are pruned; the " +
 			"rest are estimated from the profiles (the step time equals a full replay's) and walked fastest first, replaying in full the fastest until top of them " +
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +

@@ -405,6 +405,11 @@ func fastPathSupported(p *core.Plan) error {
 		return refuse("preference (dpo)")
 	case len(p.Trainable) > 0:
 		return refuse("trainable patterns") // the profiles' blocks train alike; patterns single layers out
+	case p.Optimizer.Kind == core.Muon:
+		// Muon steps each matrix with Newton-Schulz products (and under
+		// Megatron gathers its TP shards, or owns whole matrices by rank:
+		// core/muon_megatron.go): the profiles sum its traffic as AdamW's.
+		return refuse("muon()")
 	}
 	if err := checkBase(p); err != nil {
 		return err
