@@ -111,6 +111,11 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(experts) > 0 {
+		if err := megatronExpertRanks(t, o, tp); err != nil {
+			return nil, err
+		}
+	}
 	micro, err := t.integer("micro-batch-size", 0, 1, 1<<24)
 	if err != nil {
 		return nil, err

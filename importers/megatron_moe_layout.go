@@ -277,3 +277,32 @@ func (p *patternParser) atom(depth int) (patternValue, error) {
 		return patternValue{}, p.errorf("Megatron allows only , digits [ ] ( ) + and * (got %q)", string(c))
 	}
 }
+
+// megatronExpertRanks refuses an expert-parallel size the data-parallel
+// ranks do not divide: Megatron-Core folds the expert ranks over tp x cp
+// x dp (parallel_state.py's expert grid, ep x etp x edp = tp x cp x dp),
+// memsh takes them from the data-parallel group (core/expert.go). A
+// layout that does not divide the GPUs is left to megatronLayout's error.
+func megatronExpertRanks(t *tree, o Options, tp int64) error {
+	ep, err := t.integer("expert-model-parallel-size", 1, 1, 1<<20)
+	if err != nil || ep == 1 {
+		return err
+	}
+	pp, err := t.integer("pipeline-model-parallel-size", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	cp, err := t.integer("context-parallel-size", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	gpus := o.GPUs * o.Nodes
+	if gpus%(tp*pp*cp) != 0 {
+		return nil
+	}
+	if dp := gpus / (tp * pp * cp); dp%ep != 0 {
+		return t.errorf("expert-model-parallel-size", fmt.Sprintf("an expert-parallel size that divides the %d data-parallel ranks", dp),
+			"%d expert ranks over tp %d x cp %d x dp %d (Megatron's MoE parallel folding) are not modelled: memsh takes them from the data-parallel group", ep, tp, cp, dp)
+	}
+	return nil
+}

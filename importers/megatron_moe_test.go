@@ -99,6 +99,9 @@ func TestMegatronMoEErrors(t *testing.T) {
 			want: "run.sh: key moe-pad-expert-input-to-capacity: Megatron asserts: it needs a capacity factor", wantHint: "--moe-expert-capacity-factor"},
 		{name: "an unknown load balancing", file: "run.sh", config: moe + " --moe-router-load-balancing-type aux_loss magic\n", opts: Options{GPUs: 8},
 			want: "run.sh: key moe-router-load-balancing-type: unknown type magic"},
+		{name: "expert ranks folded over tensor-parallel ranks", file: "run.sh", config: moe + " --tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --expert-model-parallel-size 8\n", opts: Options{GPUs: 8},
+			want:     "run.sh: key expert-model-parallel-size: 8 expert ranks over tp 2 x cp 1 x dp 4 (Megatron's MoE parallel folding) are not modelled: memsh takes them from the data-parallel group",
+			wantHint: "divides the 4 data-parallel ranks"},
 		{name: "upcycling", file: "run.sh", config: moe + " --moe-use-upcycling\n", opts: Options{GPUs: 8},
 			want: "run.sh: key moe-use-upcycling: upcycling converts a dense checkpoint and trains no step"},
 	})
