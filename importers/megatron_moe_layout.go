@@ -77,6 +77,15 @@ func megatronExpertLayout(t *tree, experts, tp int64) ([]string, error) {
 	} else if on {
 		return nil, t.errorf("moe-enable-deepep", "leave it out: memsh replays the alltoall dispatcher", "DeepEP's dispatcher is not modelled")
 	}
+	// --moe-permute-fusion (off by default, transformer_config.py l.941):
+	// without it the unfused permute's host syncs, parallel(permute_fusion=
+	// False) (nn/moe_megatron_sync.go); its kernels as the fused ones
+	if on, err := t.boolean("moe-permute-fusion", false); err != nil {
+		return nil, err
+	} else if !on {
+		args = append(args, kw("permute_fusion", "False"))
+		t.notModelled = append(t.notModelled, "moe-permute-fusion: off (Megatron's default): Megatron-Core's unfused permute and unpermute (moe_utils.py) sync with the GPU as replayed (parallel(permute_fusion=False)), but memsh lowers and prices Transformer Engine's fused kernels for them")
+	}
 	return args, nil
 }
 
@@ -87,11 +96,6 @@ func megatronMoEKernels(t *tree) error {
 		return err
 	} else if on {
 		return t.errorf("moe-use-upcycling", "leave it out: memsh replays training steps", "upcycling converts a dense checkpoint and trains no step")
-	}
-	if on, err := t.boolean("moe-permute-fusion", false); err != nil {
-		return err
-	} else if !on {
-		t.notModelled = append(t.notModelled, "moe-permute-fusion: off (Megatron's default): Megatron-Core's unfused permute and unpermute (moe_utils.py), memsh lowers Transformer Engine's fused ones")
 	}
 	t.notModelledIf("moe-layer-recompute", "the MoE layer checkpointed on its own")
 	t.notModelledIf("moe-input-jitter-eps", "the router input's jitter (a [tokens, hidden] noise kept for the backward)")
