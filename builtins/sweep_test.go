@@ -69,13 +69,14 @@ func TestSweep(t *testing.T) {
 		{expr: "z[3][\"report\"].states[\"optimizer\"] * 4 == z[2][\"report\"].states[\"optimizer\"]", want: "True"},
 		// search: the fastest fitting layouts of 8 GPUs.
 		{expr: "type(s)", want: `"table"`},
-		// The three fastest that fit and the Pareto front of step time and
-		// memory: three front layouts are not among the three (FSDP over
-		// all 8 GPUs, whose root unit's gather and reduce-scatter cross a
-		// larger group than HSDP's and ZeRO-3's edges, and FSDP with
-		// per-op and with full checkpointing: a few MiB smaller and
-		// slower).
-		{expr: "len(s)", want: "6"},
+		// The three fastest that fit (HSDP over 4 and 2 replicas, FSDP over
+		// all 8 GPUs) and the Pareto front of step time and memory: two
+		// front layouts are not among the three (FSDP with per-op and with
+		// full checkpointing: a few MiB smaller and slower). ZeRO-3 is not
+		// among them since its step's norm copies and flattened gradients
+		// are timed (session 48: two launches a gradient tensor for the norm,
+		// at the launch floor on this tiny model).
+		{expr: "len(s)", want: "5"},
 		{expr: "len([r for r in s if r[\"front\"]]) >= 2", want: "True"},
 		{expr: "all([not any([o[\"step_time\"] <= r[\"step_time\"] and o[\"device_used\"] < r[\"device_used\"] for o in s]) for r in s if r[\"front\"]])", want: "True"},
 		{expr: "[r[\"device_used\"] for r in s if r[\"front\"]] == sorted([r[\"device_used\"] for r in s if r[\"front\"]], reverse = True)", want: "True"},

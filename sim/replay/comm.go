@@ -177,7 +177,7 @@ func (d *distState) stepComm() []core.CommRecord {
 			grads = params
 			switch {
 			case d.bf16opt: // BF16_Optimizer: the whole group all-reduced (zero_accum.go)
-				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: prec.Params.Bytes(zeroPartition(g.numel, g.n) * g.n), Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
+				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: prec.Params.Bytes(ZeroPartition(g.numel, g.n) * g.n), Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case d.Par.Zero == 1:
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case d.Par.Zero == 2:

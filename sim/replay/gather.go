@@ -477,12 +477,8 @@ func (d *distState) backwardEnd(r *Replay) {
 
 // optimizerStep runs the sharded step and reports whether it replaced the
 // default one. DeepSpeed and Megatron step with fused multi-tensor Adam
-// (in place); DeepSpeed first makes a copy of the gradient partition in
-// the master's dtype (stage_1_and_2.py step:
-// flatten(averaged_gradients).to(master dtype), no second copy where the
-// gradients are in it already; stage3.py per sub-group,
-// _prepare_fp32_grad_for_sub_group). FSDP steps the sharded tensors with
-// the plan's optimizer.
+// (in place); DeepSpeed's copies before it are zero_step.go's. FSDP steps
+// the sharded tensors with the plan's optimizer.
 func (d *distState) optimizerStep(r *Replay) bool {
 	if d == nil {
 		return false
@@ -495,71 +491,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 		}
 		return true
 	case DistZeRO:
-		master := prec.ZeroMaster()
-		if d.Par.Zero == 3 {
-			var sub int64
-			// _prepare_fp32_grad_for_sub_group (not with offload_optimizer,
-			// whose partitions reach the host in the backward):
-			// self.flatten(averaged_gradients) is a new tensor in the
-			// gradients' dtype, .to(master dtype) a second one unless it
-			// is in it already; the first is freed as the statement ends.
-			offloaded := d.ZeroOffload(r)
-			flush := func() {
-				if sub > 0 {
-					flat := int32(none)
-					if !offloaded {
-						flat = d.alloc(r, "flat gradient of sub-group", []int64{sub}, prec.Grads, prec.Grads.Bytes(sub), core.CatTemporaries, "the gradient partition of one sub-group flattened (stage3.py _prepare_fp32_grad_for_sub_group)")
-					}
-					if offloaded || prec.Grads != master {
-						cast := d.alloc(r, master.String()+" gradient of sub-group", []int64{sub}, master, master.Bytes(sub), core.CatTemporaries, master.String()+" copy of the gradient partition of one sub-group (stage3.py)")
-						if flat != none {
-							r.release(flat)
-						}
-						flat = cast
-					}
-					r.release(flat)
-				}
-				sub = 0
-			}
-			for pi := range d.p.Params {
-				p := &d.p.Params[pi]
-				if p.TiedTo >= 0 || !p.Trainable {
-					continue
-				}
-				sub += ceilDiv(p.Numel, d.Degree(int32(pi)))
-				if sub >= zeroSubGroup {
-					flush()
-				}
-			}
-			flush()
-			return true
-		}
-		if d.ZeroOffload(r) {
-			d.offloadStep12(r) // the step runs on the host
-			return true
-		}
-		if d.bf16opt {
-			return true // the optimizer steps a view of the fp32 buffer (zero_accum.go)
-		}
-		for k, g := range d.groups(true) {
-			n := zeroPartition(g.numel, g.n)
-			dt := prec.Params // torch.cat of the list promotes to the accumulation dtype where it holds one (zero_grads.go)
-			if d.zg != nil && d.zg.wide[k] {
-				dt = prec.Grads
-			}
-			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, dt, dt.Bytes(n), core.CatTemporaries, "flattened gradient partition (DeepSpeed step)")
-			fp32 := int32(none)
-			if dt != master {
-				fp32 = d.alloc(r, g.name+" "+master.String()+" gradient partition", []int64{n}, master, master.Bytes(n), core.CatTemporaries, master.String()+" copy of the gradient partition for the optimizer (single_grad_partition)")
-			}
-			r.release(flat)
-			if k == len(d.groups(true))-1 && d.zg != nil {
-				d.zeroFree(r)
-			}
-			if fp32 != none {
-				r.release(fp32)
-			}
-		}
+		d.zeroStep(r) // zero_step.go
 		return true
 	case DistFSDP:
 		if r.Plan.Optimizer.InBackward || d.FsdpOffload(r) { // offloaded: the step runs on the host

@@ -260,7 +260,7 @@ func (d *distState) partitionOf(u int32) int64 {
 func (d *distState) partitionElems() int64 {
 	var part int64
 	for _, g := range d.groups(true) {
-		part += zeroPartition(g.numel, g.n)
+		part += ZeroPartition(g.numel, g.n)
 	}
 	return part
 }

@@ -227,7 +227,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 	r.op = "optimizer state"
 	var part int64
 	for _, g := range d.groups(true) {
-		n := zeroPartition(g.numel, g.n)
+		n := ZeroPartition(g.numel, g.n)
 		part += n
 		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
 	}

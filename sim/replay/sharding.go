@@ -326,10 +326,10 @@ func (d *distState) makeGroups(trainable bool) []paramGroup {
 	return out
 }
 
-// zeroPartition is a ZeRO-1/2 flat partition: the group flattened and
+// ZeroPartition is a ZeRO-1/2 flat partition: the group flattened and
 // padded to a multiple of 2*n elements (nccl_start_alignment_factor = 2,
 // flatten_dense_tensors_aligned), then split n ways.
-func zeroPartition(numel, n int64) int64 {
+func ZeroPartition(numel, n int64) int64 {
 	a := 2 * n
 	return (numel + a - 1) / a * a / n
 }

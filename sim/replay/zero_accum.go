@@ -55,7 +55,7 @@ import "github.com/memsh/memsh/sim/core"
 // bf16FlatNumel is BF16_Optimizer's flat group g, elements: aligned to
 // 2 x its ranks (_flatten_dense_tensors_aligned).
 func bf16FlatNumel(g paramGroup) int64 {
-	return zeroPartition(g.numel, g.n) * g.n
+	return ZeroPartition(g.numel, g.n) * g.n
 }
 
 // setupBF16Optimizer allocates fp32_groups_gradients_flat and reports

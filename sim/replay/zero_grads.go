@@ -78,6 +78,9 @@ type zeroGrads struct {
 	// fall in, in its flat group grp (-1 outside the flat groups).
 	lo, hi []int32
 	grp    []int8
+	// maxSlice is the largest part of one parameter in the partition,
+	// elements: the step's largest fp64 copy for the norm (zero_step.go).
+	maxSlice int64
 	// slices is the bucket's slices so far (average_tensor), last the
 	// partition and group of the last one.
 	slices   int
@@ -94,7 +97,7 @@ type zeroGrads struct {
 // elements, grads_in_partition and zeros together, group by group (dense
 // and expert parameters have partitions of their own), and marks its
 // parameters. A group is flattened in parameter order and padded at its
-// end (zeroPartition); rank k's partition is [k*size, (k+1)*size).
+// end (ZeroPartition); rank k's partition is [k*size, (k+1)*size).
 func (d *distState) zeroRank(r *Replay) *zeroGrads {
 	np := len(d.p.Params)
 	z := &zeroGrads{inPart: make([]bool, np), lo: make([]int32, np), hi: make([]int32, np), grp: make([]int8, np), cur: none, held: none, heldZ: none}
@@ -102,7 +105,7 @@ func (d *distState) zeroRank(r *Replay) *zeroGrads {
 		z.grp[i] = -1
 	}
 	for gi, g := range d.groups(true) {
-		size := zeroPartition(g.numel, g.n)
+		size := ZeroPartition(g.numel, g.n)
 		k := d.zeroWorst(r, g, size)
 		wide := k == g.n-1 && size*g.n > g.numel // padded
 		var off int64
@@ -112,6 +115,7 @@ func (d *distState) zeroRank(r *Replay) *zeroGrads {
 				z.lo[pi], z.hi[pi], z.grp[pi] = int32(off/size), int32((off+n-1)/size), int8(gi)
 			}
 			if n > 0 && off < (k+1)*size && off+n > k*size {
+				z.maxSlice = max(z.maxSlice, min(off+n, (k+1)*size)-max(off, k*size))
 				z.inPart[pi] = true
 				z.numel += n
 				if r.gradless[pi] {

@@ -27,7 +27,7 @@ func paramsOffloaded(p *core.Plan, mode replay.DistMode) bool {
 // replay counts them (replay/shard_offload.go,
 // offloadShard; timing's hostSeconds prices the bytes): stages 1-2 copy
 // the fp32 gradients of the rank's flat partition of each group (dense,
-// expert; zeroPartition pads it) down and the updated 16-bit partition
+// expert; replay.ZeroPartition pads it) down and the updated 16-bit partition
 // up; stage 3's partition (each parameter's ceil(numel/degree)) also
 // goes down and up in 16 bits at the first micro-step. Every dtype the
 // search's precisions copy has a whole byte size, so the sub-groups' sums
@@ -43,10 +43,10 @@ func offloadSeconds(p *core.Plan, par *core.Parallelism, params paramAgg) (secon
 	} else {
 		dense, expert := params.numel(true)
 		if dense > 0 {
-			part += zeroPartition(dense, shardDegree(par, false))
+			part += replay.ZeroPartition(dense, shardDegree(par, false))
 		}
 		if expert > 0 {
-			part += zeroPartition(expert, shardDegree(par, true))
+			part += replay.ZeroPartition(expert, shardDegree(par, true))
 		}
 	}
 	if part == 0 {
@@ -62,13 +62,6 @@ func offloadSeconds(p *core.Plan, par *core.Parallelism, params paramAgg) (secon
 		bytes += replay.AccumulateCopies(p, par.Zero) * prec.Params.Bytes(part) // host gradient accumulation
 	}
 	return timing.PCIeSeconds(p.Device, bytes), part
-}
-
-// zeroPartition is a rank's flat ZeRO-1/2 partition of numel elements
-// over n ranks, padded as the replay pads it (replay/sharding.go).
-func zeroPartition(numel, n int64) int64 {
-	a := 2 * n
-	return (numel + a - 1) / a * a / n
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -182,6 +182,13 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		ow.Traffic += float64(e.n * t)
 		ow.Elements += float64(e.n * n)
 		ow.Tensors += float64(e.n)
+		if w.Mode == replay.DistZeRO && !p.ZeroBF16Optimizer() { // DeepSpeed's copies before the step (timing/zero_step.go)
+			k := 0
+			if e.expert {
+				k = 1
+			}
+			ow.Zero[k].Add(e.numel, e.n, shardDegree(&par, e.expert))
+		}
 	}
 	if !w.Eval {
 		w.Optimizer, w.OptimizerCPU = timing.OptimizerTime(p, ow)

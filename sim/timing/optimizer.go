@@ -47,6 +47,10 @@ type OptimizerWork struct {
 	// (update_hp_grads: every trainable parameter, whole;
 	// replay/zero_accum.go), 0 otherwise.
 	HPGrads float64
+	// Zero is DeepSpeed ZeRO's trainable flat groups, dense and expert,
+	// where its step runs on the GPU: its norm's copies and flattened
+	// gradients (zero_step.go); empty otherwise.
+	Zero [2]ZeroGroup
 }
 
 // OptimizerTime is the step's GPU time and CPU dispatch time, with the
@@ -81,5 +85,6 @@ func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	// The clipping, unscaling and zeroing of the gradients come with it
 	// (gradients.go): the CPU launches them in order with the update.
 	g, c := gradientWork(plan, w)
-	return gpu + g + mg, launches*eagerFwdCPU + c + mc
+	zg, zc := zeroStepTime(plan, w.Zero)
+	return gpu + g + mg + zg, launches*eagerFwdCPU + c + mc + zc
 }

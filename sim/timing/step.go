@@ -449,6 +449,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 	}
 	sharded := d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && d.Par.DistributedOptimizer)
 	var w OptimizerWork
+	zero := d.Mode == replay.DistZeRO && !r.Plan.ZeroBF16Optimizer() // offloaded returned above
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 || !p.Trainable {
@@ -466,6 +467,13 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 		if sharded {
 			deg := float64(d.Degree(int32(pi)))
 			b, n = b/deg, n/deg
+		}
+		if zero {
+			k := 0
+			if replay.IsExpertRole(p.Role) {
+				k = 1
+			}
+			w.Zero[k].Add(p.Numel, 1, d.Degree(int32(pi)))
 		}
 		w.Traffic += b
 		w.Elements += n
