@@ -144,7 +144,11 @@ func TestPrecision(t *testing.T) {
 func TestOptimizers(t *testing.T) {
 	runEvalCases(t, []evalCase{
 		{expr: "adamw()", want: "adamw()"},
-		{expr: "adamw().impl", want: `"foreach"`},
+		{expr: "adamw().impl", want: `None`},
+		{expr: "adamw(impl = None).impl", want: `None`},
+		{expr: `adamw(impl = "foreach") == adamw()`, want: `False`}, // torch's foreach, named, against the trainer's
+		{expr: `adamw(impl = "")`, err: `impl "" is not an implementation`},
+		{expr: `adamw(impl = 1)`, err: `impl must be a string or None (got int)`},
 		{expr: "adamw(fused = True)", want: `adamw(impl="fused")`},
 		{expr: `adamw(impl = "for-loop", in_backward = True)`, want: `adamw(impl="for-loop", in_backward=True)`},
 		{expr: "adam(fused = False).impl", want: `"foreach"`},
@@ -167,7 +171,7 @@ func TestOptimizers(t *testing.T) {
 		{expr: "muon().momentum", want: "0.95"},
 		{expr: "muon().ns_steps", want: "5"},
 		{expr: "muon().nesterov", want: "True"},
-		{expr: `muon().impl`, want: `"foreach"`},
+		{expr: `muon().impl`, want: `None`},
 		{expr: `muon(fused = True)`, want: `muon(impl="fused")`},
 		{expr: `muon(newton_schulz = "reference")`, want: `muon(newton_schulz="reference")`},
 		{expr: `muon().newton_schulz`, want: `"torch"`},

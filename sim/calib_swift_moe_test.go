@@ -403,11 +403,14 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 	// The rows whose memory or step is not asserted to the goal may not
 	// drift either: their gaps, as docs/models.md states them, rounded up
 	// to the next whole percent (memory, step; 0: asserted to the goal or
-	// not stated), so that a change that widens one fails.
+	// not stated), so that a change that widens one fails. The step gaps
+	// widened by 0.8 points each (53.3 -> 54.1, 55.9 -> 56.7 %) when
+	// Megatron's Adam was priced as the FusedAdam it is
+	// (core.Plan.StepImpl): a fact, not a fit.
 	heldBack := map[string][2]float64{
 		"Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4":        {0.11, 0},
-		"Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes": {0.13, 0.54},
-		"Moonlight-16B-A3B, pp 2, ep 4, dp 4":        {0, 0.56},
+		"Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes": {0.13, 0.55},
+		"Moonlight-16B-A3B, pp 2, ep 4, dp 4":        {0, 0.57},
 	}
 	for _, row := range megatronSwiftRows(t) {
 		p := row.plan(t, prec, rt, a800)
@@ -538,7 +541,7 @@ func megatronSwiftRows(t *testing.T) []swiftRow {
 				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, NoPermuteFusion: true},
 			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
 			memGap:  "memsh 12 % below (12.0), cause unknown",
-			timeGap: "memsh 53 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
+			timeGap: "memsh 54 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
 		// Held back: moe/deepseek_v3.sh on Moonlight-16B-A3B-Instruct
 		// (DeepSeek-V3's layers: MLA, 64 routed experts top-6 and two
 		// shared), full recompute, permute fusion, no overlap flags;
@@ -556,7 +559,7 @@ func megatronSwiftRows(t *testing.T) []swiftRow {
 			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 13,
 				NoOverlapGradReduce: true, NoOverlapParamGather: true, SharedExpertOverlap: true, RouterDType: units.FP32},
 			nodes: 1, recompute: "full", gib: 60, secs: 9, expandable: true,
-			timeGap: "memsh 56 % below: about 80 ms of each layer micro-batch missing, in Moonlight's layers (the Qwen1.5-MoE pp 2 row of the same harness lands); batch, recompute, bubble, optimizer and the padded attention's FLOPs checked (calib_swift_moonlight_step_test.go)"},
+			timeGap: "memsh 57 % below: about 80 ms of each layer micro-batch missing, in Moonlight's layers (the Qwen1.5-MoE pp 2 row of the same harness lands); batch, recompute, bubble, optimizer and the padded attention's FLOPs checked (calib_swift_moonlight_step_test.go)"},
 	}
 }
 

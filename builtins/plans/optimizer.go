@@ -55,7 +55,7 @@ func (x Optimizer) String() string {
 			args = append(args, fmt.Sprintf("tp_mode=%q", x.o.MuonTP))
 		}
 	}
-	if x.o.Impl != "" && x.o.Impl != "foreach" {
+	if x.o.Impl != "" { // "foreach" too: named, it is torch's, not the trainer's (core.Plan.StepImpl)
 		args = append(args, fmt.Sprintf("impl=%q", x.o.Impl))
 	}
 	if x.o.InBackward {
@@ -130,10 +130,8 @@ func (x *Optimizer) Unpack(v starlark.Value) error {
 // defaultOptimizer is kind with the defaults its builtin gives.
 func defaultOptimizer(kind core.OptimizerKind) core.Optimizer {
 	switch kind {
-	case core.Adam, core.AdamW:
-		return core.Optimizer{Kind: kind, Impl: "foreach"}
 	case core.Muon: // torch.optim.Muon's defaults
-		return core.Optimizer{Kind: kind, Impl: "foreach", Momentum: muonMomentum, Nesterov: true, NSSteps: core.MuonDefaultNSSteps}
+		return core.Optimizer{Kind: kind, Momentum: muonMomentum, Nesterov: true, NSSteps: core.MuonDefaultNSSteps}
 	}
 	return core.Optimizer{Kind: kind}
 }
@@ -148,14 +146,18 @@ var optimizerDocs = []struct {
 }{
 	{core.SGD, "sgd(momentum=0.0, in_backward=False)",
 		"Stochastic gradient descent (torch.optim.SGD): a momentum buffer per parameter when momentum > 0, no state otherwise."},
-	{core.Adam, "adam(impl=\"foreach\", fused=None, in_backward=False)",
+	{core.Adam, "adam(impl=None, fused=None, in_backward=False)",
 		"Adam (torch.optim.Adam): exp_avg and exp_avg_sq per parameter in the optimizer-state dtype. " +
-			"impl is the step's implementation: \"foreach\" (the CUDA default: a temporary per parameter, all " +
+			"impl is the step's implementation: None (the trainer's: torch's \"foreach\"; under precision=\"megatron\" " +
+			"Megatron-LM's Transformer Engine or apex FusedAdam, priced as \"fused\" without the device step counter), " +
+			"\"foreach\" (the CUDA default: a temporary per parameter, all " +
 			"alive at once: the size of all parameters), \"fused\" (in place; a 4-byte step counter per tensor on the device) or \"for-loop\" " +
 			"(one tensor at a time: two temporaries the size of the largest). fused=True is impl=\"fused\"."},
-	{core.AdamW, "adamw(impl=\"foreach\", fused=None, in_backward=False)",
+	{core.AdamW, "adamw(impl=None, fused=None, in_backward=False)",
 		"AdamW (torch.optim.AdamW), the default optimizer: exp_avg and exp_avg_sq per parameter in the " +
-			"optimizer-state dtype (8 bytes/param in fp32). impl is \"foreach\" (the CUDA default: a " +
+			"optimizer-state dtype (8 bytes/param in fp32). impl is None (the trainer's: torch's \"foreach\"; under " +
+			"precision=\"megatron\" Megatron-LM's Transformer Engine or apex FusedAdam, priced as \"fused\" without the " +
+			"device step counter), \"foreach\" (the CUDA default: a " +
 			"temporary per parameter, all alive at once: the size of all parameters), \"fused\" (in place) or \"for-loop\" (two temporaries the " +
 			"size of the largest tensor). fused=True is impl=\"fused\". in_backward steps each parameter as soon " +
 			"as its gradient is complete and frees that gradient (optimizer-in-backward; each tensor then has its " +
@@ -174,7 +176,7 @@ var optimizerDocs = []struct {
 			"a full vector for 1-D tensors)."},
 	{core.Lion, "lion(in_backward=False)",
 		"Lion: one momentum buffer per parameter, updated in place."},
-	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, newton_schulz=\"torch\", impl=\"foreach\", tp_mode=\"duplicated\")",
+	{core.Muon, "muon(momentum=0.95, nesterov=True, ns_steps=5, newton_schulz=\"torch\", impl=None, tp_mode=\"duplicated\")",
 		"Muon (torch.optim.Muon, PyTorch 2.9+) on the 2-D weight matrices other than the embedding and the output " +
 			"head, with AdamW on the rest (embeddings, head, norms, biases, 3-D expert weights), as Muon recipes run it: " +
 			"one momentum buffer per matrix (4 bytes/param in fp32), AdamW's two moments elsewhere. Muon steps one matrix at " +
@@ -183,7 +185,7 @@ var optimizerDocs = []struct {
 			"matrix products per matrix. newton_schulz is the iteration's form: \"torch\" (torch.optim.Muon's addmm) or " +
 			"\"reference\" (K. Jordan's expressions B = b*A + c*A@A, X = a*X + B@X, as Moonlight, LLaMA-Factory's use_muon and " +
 			"Axolotl copy them: three k x n bf16 tensors alive at once more, five more elementwise kernels an iteration). " +
-			"impl is its AdamW's (\"foreach\", \"fused\" or \"for-loop\"). Under precision=\"megatron\" it is Megatron-LM's " +
+			"impl is its AdamW's (None: torch's \"foreach\", Megatron's FusedAdam under precision=\"megatron\"; \"foreach\", \"fused\" or \"for-loop\"). Under precision=\"megatron\" it is Megatron-LM's " +
 			"--optimizer muon (NVIDIA's emerging_optimizers, newton_schulz=\"emerging\"): the fp32 main matrices and their " +
 			"fp32 momentum, every expert's matrix of a grouped MoE too, Adam on the rest; under tp= each TE weight's shards " +
 			"are all-gathered in fp32 and the whole matrix orthogonalized on every rank (tp_mode=\"duplicated\", " +
@@ -209,22 +211,32 @@ func OptimizerBuiltins() []host.Builtin {
 
 func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	o := defaultOptimizer(kind)
-	var momentum, fused starlark.Value
+	var momentum, fused, impl starlark.Value
 	ns, tpMode := "torch", "duplicated"
 	pairs := []any{"in_backward?", &o.InBackward}
 	switch kind {
 	case core.SGD:
 		pairs = append([]any{"momentum?", &momentum}, pairs...)
 	case core.Adam, core.AdamW:
-		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
+		pairs = append([]any{"impl?", &impl, "fused?", &fused}, pairs...)
 	case core.Muon:
-		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "newton_schulz?", &ns, "impl?", &o.Impl, "fused?", &fused, "tp_mode?", &tpMode}
+		pairs = []any{"momentum?", &momentum, "nesterov?", &o.Nesterov, "ns_steps?", &o.NSSteps, "newton_schulz?", &ns, "impl?", &impl, "fused?", &fused, "tp_mode?", &tpMode}
 	}
 	if err := AliasedKeyword(b.Name(), kwargs, optimizerAlias); err != nil {
 		return nil, err
 	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...); err != nil {
 		return nil, err
+	}
+	switch v := impl.(type) {
+	case nil, starlark.NoneType: // the trainer's (core.Plan.StepImpl)
+	case starlark.String:
+		if v == "" {
+			return nil, fmt.Errorf(`impl "" is not an implementation: None (the trainer's), "foreach", "fused" or "for-loop"`)
+		}
+		o.Impl = string(v)
+	default:
+		return nil, fmt.Errorf("impl must be a string or None (got %s)", impl.Type())
 	}
 	if kind == core.Muon && ns != "torch" { // "" is core's torch: o.Validate refuses other names
 		if ns == "" {
@@ -256,12 +268,14 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 		}
 		f := bool(fb)
 		switch {
-		case f && o.Impl != "foreach" && o.Impl != "fused":
+		case f && o.Impl != "" && o.Impl != "foreach" && o.Impl != "fused":
 			return nil, fmt.Errorf("fused=True conflicts with impl=%q", o.Impl)
 		case f:
 			o.Impl = "fused"
 		case o.Impl == "fused":
 			return nil, fmt.Errorf("fused=False conflicts with impl=\"fused\"")
+		case o.Impl == "":
+			o.Impl = "foreach" // torch's default, named: not the trainer's (core.Plan.StepImpl)
 		}
 	}
 	if err := o.Validate(); err != nil {

@@ -86,7 +86,7 @@ func optimizerText(o core.Optimizer) string {
 	if o.Kind == core.SGD && o.Momentum > 0 {
 		args = append(args, fmt.Sprintf("momentum=%g", o.Momentum))
 	}
-	if o.Impl != "" && o.Impl != "foreach" {
+	if o.Impl != "" {
 		args = append(args, fmt.Sprintf("impl=%q", o.Impl))
 	}
 	if o.InBackward {

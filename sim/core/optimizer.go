@@ -206,6 +206,26 @@ func (o Optimizer) ImplName() string {
 	return o.Impl
 }
 
+// StepImpl is the implementation plan p's optimizer step runs: the one
+// set, or, under Megatron-LM's precision with none set, "fused": Megatron-
+// Core builds Adam (and SGD) from Transformer Engine's FusedAdam, else
+// apex's, multi_tensor_apply kernels over chunks of tensors with no
+// temporaries (megatron/core/optimizer/__init__.py at d98e8a6 l.11-33;
+// --optimizer muon's Adam groups too, _get_megatron_emerging_optimizer
+// handing them to _get_megatron_optimizer_based_on_param_groups;
+// torch's AdamW only where neither is installed, which impl="foreach"
+// states). Their step counter stays on the host (transformer_engine/
+// pytorch/optimizers/fused_adam.py step: group["step"] an int unless
+// capturable), so the states are not torch's fused ones (adamStates):
+// those still follow ImplName.
+func (p *Plan) StepImpl() string {
+	o := p.Optimizer
+	if o.Impl == "" && p.Precision.Megatron && (o.Kind == Adam || o.Kind == AdamW || o.Kind == SGD || o.Kind == Muon) {
+		return "fused"
+	}
+	return o.ImplName()
+}
+
 // Paged reports whether state lives in CUDA unified memory.
 func (o Optimizer) Paged() bool { return o.Kind.spec().paged }
 

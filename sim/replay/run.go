@@ -398,7 +398,7 @@ func (r *Replay) optimizerStep() {
 		p := &r.P.Params[pi]
 		return p.StateDType(prec).Bytes(p.Numel)
 	},
-		"temporaries of the "+r.Plan.Optimizer.Kind.String()+" step ("+r.Plan.Optimizer.ImplName()+")")
+		"temporaries of the "+r.Plan.Optimizer.Kind.String()+" step ("+r.Plan.StepImpl()+")")
 }
 
 // stepTemporaries allocates the optimizer step's transient memory over the
@@ -408,6 +408,7 @@ func (r *Replay) optimizerStep() {
 // alive at once and freed in order.
 func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 	opt, stepped := r.Plan.Optimizer, r.stepped
+	opt.Impl = r.Plan.StepImpl()
 	if opt.Kind == core.Muon { // its matrices one at a time, then its AdamW on the rest
 		r.muonStepTemporaries()
 		opt.Kind, why = core.AdamW, "temporaries of muon()'s adamw step ("+opt.ImplName()+") of the parameters that are not its matrices"

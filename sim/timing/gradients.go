@@ -59,7 +59,7 @@ const (
 // step: GPU seconds and CPU dispatch seconds.
 func gradientWork(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	gb := w.Elements * elemBytes(gradDtype(plan))
-	forLoop := plan.Optimizer.ImplName() == "for-loop"
+	forLoop := plan.StepImpl() == "for-loop"
 	chunks := math.Max(math.Ceil(w.Tensors/foreachListTensors), math.Ceil(w.Elements/foreachElems))
 	add := func(passes, launches float64) {
 		t, _ := streamTime(&plan.Device, passes*gb)

@@ -60,7 +60,7 @@ func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	if w.Traffic <= 0 {
 		return mg, mc
 	}
-	impl := plan.Optimizer.ImplName()
+	impl := plan.StepImpl()
 	traffic := w.Traffic
 	ops := float64(adamOps)
 	if impl != "fused" {
