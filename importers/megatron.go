@@ -32,6 +32,12 @@ var megatronTrainer = &trainer{
 		"calculate-per-token-loss", "use-mcore-models", "rotary-base", "rotary-percent",
 		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings",
 		"fp8-amax-compute-algo", "launcher.*", "logging-level", "no-check-for-nan-in-loss-and-grad", "init-model-with-meta-device",
+		// checkpointing, logging and data (the step is the same): Megatron-LM's functional tests set them
+		"async-save", "async-ckpt-use-cpu-shm", "async-strategy", "ckpt-assume-constant-structure", "ckpt-fully-parallel-load",
+		"ckpt-fully-parallel-save", "no-ckpt-fully-parallel-save", "dist-ckpt-optim-fully-reshardable", "dist-ckpt-strictness",
+		"use-persistent-ckpt-worker", "use-checkpoint-opt_param-scheduler", "verify-integrity", "exit-interval", "timing-log-level",
+		"log-memory-to-tensorboard", "log-timers-to-tensorboard", "log-validation-ppl-to-tensorboard", "manual-gc-interval",
+		"fim-data", "fim-rate", "fim-spm-rate",
 	},
 }
 
@@ -47,6 +53,13 @@ var megatronSwitches = map[string]bool{
 	"use-megatron-fsdp": true, "use-torch-fsdp2": true, "fsdp-double-buffer": true, "fsdp-manual-registration": true, "use-nccl-ub": true,
 	"init-model-with-meta-device": true, "no-check-for-nan-in-loss-and-grad": true, "no-gradient-accumulation-fusion": true,
 	"muon-nesterov": true, "muon-no-split-qkv": true, "muon-use-syrk": true, "no-use-layer-wise-param-layout": true, // megatron_muon.go
+	"async-save": true, "async-ckpt-use-cpu-shm": true, "ckpt-assume-constant-structure": true, "ckpt-fully-parallel-load": true,
+	"ckpt-fully-parallel-save": true, "no-ckpt-fully-parallel-save": true, "dist-ckpt-optim-fully-reshardable": true,
+	"use-persistent-ckpt-worker": true, "use-checkpoint-opt_param-scheduler": true, "verify-integrity": true,
+	"log-memory-to-tensorboard": true, "log-timers-to-tensorboard": true, "log-validation-ppl-to-tensorboard": true,
+	"log-params-norm": true, "log-num-zeros-in-grad": true, "deterministic-mode": true, "fim-data": true,
+	"attention-softmax-in-fp32": true, "apply-query-key-layer-scaling": true, "no-bias-gelu-fusion": true, "no-rope-fusion": true,
+	"use-tp-pp-dp-mapping": true, // megatron_run_flags.go
 }
 
 // parseMegatron reads the script's pretrain_gpt.py command line into a
@@ -237,6 +250,9 @@ func megatronModel(t *tree, p *plan, tp int64) ([]string, error) {
 	}
 	attn, err := megatronAttention(t)
 	if err != nil {
+		return nil, err
+	}
+	if err := megatronRunFlags(t, attn); err != nil {
 		return nil, err
 	}
 	hiddenDrop, attnDrop, err := megatronDropout(t, attn)

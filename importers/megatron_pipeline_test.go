@@ -87,6 +87,25 @@ func TestMegatronPipeline(t *testing.T) {
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}, {
+		// the run flags Megatron-LM's functional tests set (megatron_run_flags.go):
+		// checkpointing and logging of no effect, deterministic kernels and the
+		// logged norms said, the softmax flags of no effect under flash attention
+		name: "the functional tests' run flags: understood; deterministic kernels and the logged norms said",
+		file: script,
+		step: megatronStep(128, 8192),
+		opts: Options{GPUs: 8, Overrides: []string{"deterministic-mode=true", "log-params-norm=true", "log-num-zeros-in-grad=true",
+			"async-save=true", "use-persistent-ckpt-worker=true", "dist-ckpt-strictness=log_all", "distributed-backend=nccl", "timing-log-level=0",
+			"log-memory-to-tensorboard=true", "attention-softmax-in-fp32=true", "no-bias-gelu-fusion=true"}},
+		notModelled: append([]string{
+			"deterministic-mode: deterministic kernels (Transformer Engine's attention backward, a fixed NCCL algorithm): memsh prices the default ones",
+			"log-params-norm: the parameters' norm each logged step, after the step (below the peak): not timed",
+			"log-num-zeros-in-grad: a count of the zero gradients each step, after the backward (below the peak): not timed",
+			"no-bias-gelu-fusion: the MLP's bias and GeLU as separate PyTorch ops (memsh replays the fused bias_gelu)",
+		}, llama3NotModelled...),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
+             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+	}, {
 		// arguments.py at d98e8a6, line 3221: --cp-comm-type p2p by default
 		// (TE's ring); a2a is Ulysses
 		name:        "cp 2 with --cp-comm-type a2a: Ulysses",

@@ -183,6 +183,8 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
 		{name: "a script that loops for ever", file: "run.sh", config: "while :; do :; done\n" + launch + "\n",
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
+		{name: "the gloo backend", file: "run.sh", config: launch + " --distributed-backend gloo\n",
+			want: "run.sh: key distributed-backend: the gloo backend is not modelled", wantHint: "nccl"},
 		{name: "a flag given twice", file: "run.sh", config: launch + " --num-layers 4\n",
 			want: "run.sh: key num-layers: given twice: 2 and 4", wantHint: "once"},
 		{name: "an unknown fused cross-entropy", file: "run.sh", config: launch + " --tensor-model-parallel-size 2 --cross-entropy-loss-fusion --cross-entropy-fusion-impl fast\n", opts: Options{GPUs: 8},
