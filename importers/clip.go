@@ -83,9 +83,10 @@ func hfClip(t *tree, p *plan) error {
 // (unscale_and_clip_grads l.2434-2448), also at gradient_clipping 0;
 // ZeRO-3 the same per sub-group (stage3.py l.2617-2635, l.2696-2706), and
 // BF16_Optimizer asserts the norm is positive on the host (bf16_optimizer.py
-// l.320: a sync). Those passes, the float64 copies and the per-gradient
-// launches are DeepSpeed's own cost, not priced here (sim/timing's ZeRO
-// step costs would hold them).
+// l.320: a sync). The float64 copies, their norms and launches are
+// priced by sim/timing/zero_step.go since session 48, whatever
+// gradient_clipping says; the clip priced here reads the gradients for a
+// norm once more (a pass DeepSpeed does not make) beside its scaling.
 func deepspeedClip(t *tree, p *plan) error {
 	norm, err := t.clipNorm("gradient_clipping", 1.0)
 	if err != nil {
