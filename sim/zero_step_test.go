@@ -38,8 +38,10 @@ func TestZeroStepCopies(t *testing.T) {
 		want    timing.ZeroStepWork
 		normMax int64
 	}{
-		{3, timing.ZeroStepWork{Norm: 16_875_000_000, Flat: 3_750_000_000, Cast: 5_625_000_000, Kernels: 123 + 1 + 1}, 125_000_000},
-		{2, timing.ZeroStepWork{Norm: 16_875_000_000, Flat: 3_750_000_000, Cast: 5_625_000_000, Kernels: 21 + 1 + 1}, 1_000_000_000},
+		// Scale: unscale_and_clip_grads' in-place mul over the fp32 partition
+		// (937.5 M elements read and written, 4 B each), one kernel a set
+		{3, timing.ZeroStepWork{Norm: 16_875_000_000, Flat: 3_750_000_000, Cast: 5_625_000_000, Scale: 7_500_000_000, Kernels: 123 + 1 + 1 + 1}, 125_000_000},
+		{2, timing.ZeroStepWork{Norm: 16_875_000_000, Flat: 3_750_000_000, Cast: 5_625_000_000, Scale: 7_500_000_000, Kernels: 21 + 1 + 1 + 1}, 1_000_000_000},
 	} {
 		p := distPlan(t, linearStack(30, 5000, 25000), "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
 		if q, ok := p.DeepspeedPrecision(); ok { // DeepSpeed's bf16 mode, as Evaluate runs it
@@ -57,10 +59,22 @@ func TestZeroStepCopies(t *testing.T) {
 		if len(allocs) != 1 || allocs[0] != fmt.Sprintf("optimizer:%d", c.normMax) {
 			t.Errorf("zero %d: the norm's copies %v, want one of %d B", c.zero, allocs, c.normMax)
 		}
-		with, _ := timing.OptimizerTime(p, ow)
+		with, cpu := timing.OptimizerTime(p, ow)
+		// gradient_clipping adds the clip coefficient's scalar kernels to
+		// the scale, not torch's clip_grad_norm_ passes (gradients.go)
+		clipped := *p
+		clipped.Overheads.ClipGradNorm = 1
+		cw := timing.ZeroStepWorkOf(&clipped, ow.Zero)
+		if cw.Kernels != c.want.Kernels+4 || cw.Scale != c.want.Scale {
+			t.Errorf("zero %d clipped: %+v, want the same with 4 scalar kernels more", c.zero, cw)
+		}
+		if g, gc := timing.OptimizerTime(&clipped, ow); g != with || gc <= cpu {
+			t.Errorf("zero %d clipped: %.6g s on the GPU (%.6g without the clip), %.6g s on the CPU (%.6g): want the GPU's the same, the CPU's more",
+				c.zero, g, with, gc, cpu)
+		}
 		ow.Zero = [2]timing.ZeroGroup{}
 		without, _ := timing.OptimizerTime(p, ow)
-		bytes := c.want.Norm + c.want.Flat + c.want.Cast
+		bytes := c.want.Norm + c.want.Flat + c.want.Cast + c.want.Scale
 		rate := p.Device.HBMGBps * 1e9 * p.Device.RatesRef().HBM // timing's copy bandwidth (kernels.go streamRate)
 		if d := with - without; math.Abs(d-bytes/rate) > 1e-9 {
 			t.Errorf("zero %d: the copies add %.6g s to the step, want their %.4g B at %.4g B/s, %.6g s", c.zero, d, bytes, rate, bytes/rate)

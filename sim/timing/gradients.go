@@ -66,7 +66,7 @@ func gradientWork(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 		gpu += max(t, launches*kernelFloor)
 		cpu += launches * eagerFwdCPU
 	}
-	if plan.Overheads.ClipGradNorm > 0 {
+	if plan.Overheads.ClipGradNorm > 0 && !w.zeroStep() { // DeepSpeed's own norm and scale: zero_step.go
 		per := 2 * chunks
 		if forLoop {
 			per = 2 * w.Tensors

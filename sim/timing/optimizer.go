@@ -53,6 +53,9 @@ type OptimizerWork struct {
 	Zero [2]ZeroGroup
 }
 
+// zeroStep reports whether the step is DeepSpeed ZeRO's on the GPU.
+func (w OptimizerWork) zeroStep() bool { return w.Zero[0].Tensors+w.Zero[1].Tensors > 0 }
+
 // OptimizerTime is the step's GPU time and CPU dispatch time, with the
 // work on the gradients that comes with it (gradients.go).
 func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {

@@ -57,10 +57,18 @@ func (g *ZeroGroup) Add(numel, n, degree int64) {
 	g.Degree = degree
 }
 
-// ZeroStepWork is the HBM traffic and launches of the copies.
+// ZeroStepWork is the HBM traffic and launches of the copies, and of the
+// scaling that follows them: unscale_and_clip_grads multiplies each fp32
+// partition (ZeRO-1/2's flat group, ZeRO-3's sub-group) by 1 /
+// combined_scale in place whether or not it clips (stage_1_and_2.py
+// l.2434-2449 and stage3.py l.2696-2705 at edaa722: the loss scale, 1
+// under bf16, times the clamped clip coefficient when gradient_clipping >
+// 0, a few scalar kernels then). DeepSpeed's clip is this norm and this
+// scale, so gradients.go does not price torch's clip_grad_norm_ for a
+// ZeRO step on the GPU.
 type ZeroStepWork struct {
-	Norm, Flat, Cast float64 // bytes read and written
-	Kernels          float64
+	Norm, Flat, Cast, Scale float64 // bytes read and written
+	Kernels                 float64
 }
 
 // ZeroStepWorkOf is the copies of a ZeRO step over groups (OptimizerWork.Zero).
@@ -77,6 +85,11 @@ func ZeroStepWorkOf(plan *core.Plan, groups [2]ZeroGroup) ZeroStepWork {
 		if dt != master {
 			w.Cast += (g + m) * n
 			w.Kernels += sets
+		}
+		w.Scale += 2 * m * n
+		w.Kernels += sets
+		if plan.Overheads.ClipGradNorm > 0 {
+			w.Kernels += clipScalarKernels * sets
 		}
 	}
 	if plan.Parallel.Norm().Zero == 3 {
@@ -104,7 +117,7 @@ func ZeroStepWorkOf(plan *core.Plan, groups [2]ZeroGroup) ZeroStepWork {
 // zeroStepTime is their GPU seconds and CPU dispatch seconds.
 func zeroStepTime(plan *core.Plan, groups [2]ZeroGroup) (gpu, cpu float64) {
 	w := ZeroStepWorkOf(plan, groups)
-	b := w.Norm + w.Flat + w.Cast
+	b := w.Norm + w.Flat + w.Cast + w.Scale
 	if b <= 0 {
 		return 0, 0
 	}
