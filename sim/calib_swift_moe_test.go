@@ -404,9 +404,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 	// drift either: their gaps, as docs/models.md states them, rounded up
 	// to the next whole percent (memory, step; 0: asserted to the goal or
 	// not stated), so that a change that widens one fails. The step gaps
-	// widened by 0.8 points each (53.3 -> 54.1, 55.9 -> 56.7 %) when
-	// Megatron's Adam was priced as the FusedAdam it is
-	// (core.Plan.StepImpl): a fact, not a fit.
+	// widened 0.8 points (core.Plan.StepImpl: Megatron's FusedAdam).
 	heldBack := map[string][2]float64{
 		"Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4":        {0.11, 0},
 		"Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes": {0.13, 0.55},

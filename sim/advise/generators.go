@@ -211,9 +211,8 @@ func adapterDTypeChanges(p *core.Plan, ask Ask) []Change {
 
 // optimizerChanges change how Adam runs: its fused step (in place, no
 // foreach temporaries), 8-bit or paged 8-bit state (bitsandbytes), or the
-// step in the backward. Under Megatron-LM's precision none is offered: Megatron builds its own
-// Adam (Transformer Engine's or apex's FusedAdam, core.Plan.StepImpl) and
-// takes no bitsandbytes optimizer nor a step in the backward.
+// step in the backward; none under Megatron-LM's precision, whose Adam is
+// its own FusedAdam (core.Plan.StepImpl).
 func optimizerChanges(p *core.Plan, ask Ask) []Change {
 	o := p.Optimizer
 	if o.Kind != core.Adam && o.Kind != core.AdamW || p.Precision.Megatron {
