@@ -209,10 +209,9 @@ func adapterDTypeChanges(p *core.Plan, ask Ask) []Change {
 	return []Change{one("adapter_dtype", "lora", l)}
 }
 
-// optimizerChanges change how Adam runs: its fused step (in place, no
-// foreach temporaries), 8-bit or paged 8-bit state (bitsandbytes), or the
-// step in the backward; none under Megatron-LM's precision, whose Adam is
-// its own FusedAdam (core.Plan.StepImpl).
+// optimizerChanges change how Adam runs: fused (no foreach temporaries), 8-bit
+// or paged 8-bit state (bitsandbytes), or the step in the backward; none
+// under Megatron's precision, whose Adam is its FusedAdam (Plan.StepImpl).
 func optimizerChanges(p *core.Plan, ask Ask) []Change {
 	o := p.Optimizer
 	if o.Kind != core.Adam && o.Kind != core.AdamW || p.Precision.Megatron {
