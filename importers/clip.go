@@ -215,3 +215,26 @@ func anemoiClip(t *tree, p *plan) error {
 	}
 	return nil
 }
+
+// megatronClip is Megatron-LM's --clip-grad (1.0: megatron/training/
+// arguments.py l.2615 at d98e8a64dd; OptimizerConfig.clip_grad,
+// core/optimizer/optimizer_config.py l.374) or ms-swift's clip_grad
+// (1.0: swift/megatron/arguments/megatron_args.py l.545 at 3602360a5,
+// handed to Megatron as --clip-grad), key naming which. Megatron clips
+// where clip_grad > 0 (core/optimizer/optimizer.py l.830-831 and
+// l.1351-1352): get_grad_norm_fp32 over the fp32 main gradients,
+// multi_tensor_l2norm launched per chunk of tensors and all-reduced over
+// the model-parallel group, then clip_grad_by_total_norm_fp32's
+// multi_tensor_scale (core/optimizer/clip_grads.py l.55-191), over this
+// rank's shard of them under the distributed optimizer: the passes and
+// launches memsh prices (timing/gradients.go, fp32 gradients under
+// precision="megatron"). Not priced: the norm's .item() on the host
+// (clip_grads.py l.105, l.138), a host sync before the update.
+func megatronClip(t *tree, p *plan, key string) error {
+	norm, err := t.clipNorm(key, 1.0)
+	if err != nil {
+		return err
+	}
+	p.clip(norm)
+	return nil
+}

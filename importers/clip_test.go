@@ -43,6 +43,9 @@ func TestClipDefaults(t *testing.T) {
 	anemoi := func(over ...string) Options {
 		return Options{GPU: "H200", Overrides: append(append([]string{}, brisSizes...), over...), Getenv: getenv(brisEnv)}
 	}
+	swiftDense := func(over ...string) Options {
+		return Options{GPUs: 2, Model: "dense.json", ModelData: model("qwen2.5-14b.json"), Overrides: over}
+	}
 	const hfZero = "max_grad_norm: 0 clips nothing, but the Trainer of transformers 5.5.0 on"
 	const anemoiValue = "training.gradient_clip.algorithm: value, Lightning's clip_grad_value_"
 	for _, tc := range []struct {
@@ -79,6 +82,11 @@ func TestClipDefaults(t *testing.T) {
 		{"torchtune: clip_grad_norm inf logs the norm", "torchtune/llama3_1_8B_full_single_device.yaml", tune("optimizer_in_bwd=False", "clip_grad_norm=inf"), "", "clip_grad_norm: inf logs the norm"},
 		{"anemoi: value clipping at 32, noted", "anemoi/finetune.yaml", anemoi(), "", anemoiValue},
 		{"anemoi: norm clipping", "anemoi/finetune.yaml", anemoi("training.gradient_clip.algorithm=norm"), "32.0", ""},
+		{"Megatron-LM: --clip-grad 1.0", "megatron/train_llama3_8b_h100_fp8.sh", Options{GPUs: 8}, "1.0", ""},
+		{"Megatron-LM: --clip-grad 0", "megatron/train_llama3_8b_h100_fp8.sh", Options{GPUs: 8, Overrides: []string{"clip-grad=0"}}, "", ""},
+		{"Megatron-LM: --clip-grad set", "megatron/train_llama3_8b_h100_fp8.sh", Options{GPUs: 8, Overrides: []string{"clip-grad=0.5"}}, "0.5", ""},
+		{"Megatron-SWIFT: clip_grad 1.0", "swift/megatron_torchrun.sh", swiftDense(), "1.0", ""},
+		{"Megatron-SWIFT: --clip_grad 0", "swift/megatron_torchrun.sh", swiftDense("clip_grad=0"), "", ""},
 		{"anemoi: val 0 clips nothing", "anemoi/finetune.yaml", anemoi("training.gradient_clip.val=0"), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,6 +126,8 @@ func TestClipErrors(t *testing.T) {
 	const tune = "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\nbatch_size: 1\n"
 	const hint = "a finite max norm such as 1.0, or 0 to clip nothing"
 	runErrorCases(t, []errorCase{
+		{name: "Megatron-LM: a negative --clip-grad", file: "run.sh", config: "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --vocab-size 1024 --micro-batch-size 1 --clip-grad -1\n",
+			want: "run.sh: key clip-grad: want a max gradient norm >= 0, got -1", wantHint: hint},
 		{name: "HF: a negative max_grad_norm", file: "args.json", config: hf + `, "max_grad_norm": -1}`,
 			want: "args.json:1: key max_grad_norm: want a max gradient norm >= 0, got -1", wantHint: hint},
 		{name: "HF: max_grad_norm not a number", file: "args.json", config: hf + `, "max_grad_norm": "big"}`,

@@ -25,7 +25,7 @@ var megatronTrainer = &trainer{
 		"data-path", "vocab-file", "merge-file", "split", "save", "load", "save-interval", "eval-interval", "eval-iters",
 		"log-interval", "tensorboard-dir", "train-iters", "train-samples", "lr", "min-lr", "lr-decay-style", "lr-decay-iters",
 		"lr-decay-samples", "lr-warmup-fraction", "lr-warmup-samples", "lr-warmup-iters", "decoupled-lr", "decoupled-min-lr",
-		"weight-decay", "adam-beta1", "adam-beta2", "adam-eps", "clip-grad", "init-method-std", "rampup-batch-size", "seed",
+		"weight-decay", "adam-beta1", "adam-beta2", "adam-eps", "init-method-std", "rampup-batch-size", "seed",
 		"tokenizer-type", "tokenizer-model", "tiktoken-pattern", "mock-data", "data-cache-path", "no-mmap-bin-files",
 		"num-workers", "log-throughput", "profile", "profile-step-start",
 		"profile-step-end", "ckpt-format", "distributed-timeout-minutes", "exit-duration-in-mins", "manual-gc",
@@ -163,6 +163,9 @@ func megatronPlan(t *tree, o Options) (*plan, error) {
 			micro, seq, seq, float64(micro*seq*seq)/(1<<20)))
 	}
 	if err := megatronOptimizer(t, p, megatron); err != nil { // megatron_muon.go
+		return nil, err
+	}
+	if err := megatronClip(t, p, "clip-grad"); err != nil {
 		return nil, err
 	}
 	if err := megatronRecompute(t, p); err != nil {

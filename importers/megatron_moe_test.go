@@ -31,7 +31,7 @@ sparse = sequential(
 gpt = model("gpt", embedding(32000, 1024, name = "embedding"), repeat([dense] + [sparse] * 3, name = "decoder.layers"),
             rmsnorm(1024, name = "final_layernorm"), vocab = 32000)
 plan = train(gpt, batch = 1, seq = 4096, grad_accum = 8, precision = "megatron", optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, ep = 2, expert_tp = 1, router_dtype = "fp32", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, ep = 2, expert_tp = 1, router_dtype = "fp32", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// Megatron's defaults: SequentialMLP (replayed), the allgather
 		// dispatcher (listed), softmax over the top-k logits
@@ -55,7 +55,7 @@ sparse = sequential(
 gpt = model("gpt", embedding(32000, 1024, name = "embedding"), repeat([dense] + [sparse] * 3, name = "decoder.layers"),
             rmsnorm(1024, name = "final_layernorm"), vocab = 32000)
 plan = train(gpt, batch = 1, seq = 4096, grad_accum = 8, precision = "megatron", optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, ep = 2, expert_tp = 1, router_dtype = "fp32", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, ep = 2, expert_tp = 1, router_dtype = "fp32", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}})
 }
 

@@ -22,7 +22,7 @@ func TestMegatronMuon(t *testing.T) {
 		opts:        Options{GPUs: 8, Overrides: []string{"optimizer=muon"}},
 		notModelled: append([]string{muonSplitQKV}, llama3NotModelled...),
 		hand: llama3Model + head + `fp8_param_gather = True, optimizer = muon(momentum = 0.9, nesterov = False), gpu = "H100-80GB",
-             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "dist_muon at tp 2 with the Muon flags: the distributed optimizer it implies, Nesterov, 7 steps, blockwise",
 		file: "megatron/train_llama3_8b_h100_fp8.sh",
@@ -32,7 +32,7 @@ func TestMegatronMuon(t *testing.T) {
 		notModelled: append([]string{muonSplitQKV}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, optimizer = muon(momentum = 0.95, ns_steps = 7, tp_mode = "blockwise"), gpu = "H100-80GB",
-             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "--optimizer muon without the distributed optimizer, no QKV split, the SYRK kernel listed",
 		file: "megatron/train_llama3_8b_h100_fp8.sh",
@@ -41,7 +41,7 @@ func TestMegatronMuon(t *testing.T) {
 			"muon-no-split-qkv=true", "muon-use-syrk=true", "muon-scale-mode=unit_rms_norm", "muon-extra-scale-factor=0.2"}},
 		notModelled: append([]string{"--muon-use-syrk: the Gram products as emerging_optimizers' Triton SYRK kernel (half the FLOPs); priced as GEMMs"}, llama3NotModelled...),
 		hand: llama3Model + head + `optimizer = muon(momentum = 0.9, nesterov = False), gpu = "H100-80GB",
-             parallel = parallel(dp = 8, loss_parallel = "megatron_fused"))`,
+             parallel = parallel(dp = 8, loss_parallel = "megatron_fused"), clip_grad_norm = 1.0)`,
 	}})
 }
 

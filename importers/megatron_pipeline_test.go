@@ -15,7 +15,7 @@ func TestMegatronPipeline(t *testing.T) {
 	head := llama3Model + `plan = train(gpt, batch = 1, seq = 8192, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
              parallel = parallel(dp = 2, `
-	tail := `, loss_parallel = "megatron_fused", distributed_optimizer = True))`
+	tail := `, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`
 	layers30 := strings.Replace(head, "repeat(layer, 32,", "repeat(layer, 30,", 1)
 	runImportCases(t, []importCase{{
 		name:        "pp 4: 8 layers a stage",
@@ -85,7 +85,7 @@ func TestMegatronPipeline(t *testing.T) {
 		},
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
-             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// the run flags Megatron-LM's functional tests set (megatron_run_flags.go):
 		// checkpointing and logging of no effect, deterministic kernels and the
@@ -104,7 +104,7 @@ func TestMegatronPipeline(t *testing.T) {
 		}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// arguments.py at d98e8a6, line 3221: --cp-comm-type p2p by default
 		// (TE's ring); a2a is Ulysses
@@ -115,7 +115,7 @@ func TestMegatronPipeline(t *testing.T) {
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, cp = 2, loss_parallel = "megatron_fused", cp_mode = "ulysses", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, cp = 2, loss_parallel = "megatron_fused", cp_mode = "ulysses", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		name: "cp 2 with --cp-comm-type allgather: said, the ring replayed",
 		file: script,
@@ -127,7 +127,7 @@ func TestMegatronPipeline(t *testing.T) {
 		},
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, cp = 2, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, cp = 2, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}})
 }
 

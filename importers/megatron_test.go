@@ -45,7 +45,7 @@ gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(20
             dropout(0.1, name = "embedding_dropout"),
             repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
 plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", params = "fp16", compute = "fp16"), optimizer = "adamw",
-             gpu = "H100-80GB", parallel = parallel(dp = 1, tp = 8, pp = 16, micro_batches = 1536), cluster = cluster(nodes = 16, gpus_per_node = 8))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 1, tp = 8, pp = 16, micro_batches = 1536), cluster = cluster(nodes = 16, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name: "GPT-3 175B on 256 GPUs: dp 2, Megatron's DDP reducing after the backward (no --overlap-grad-reduce)",
 		file: "megatron/train_gpt3_175b_distributed.sh",
@@ -60,7 +60,7 @@ gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(20
             dropout(0.1, name = "embedding_dropout"),
             repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
 plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", params = "fp16", compute = "fp16"), optimizer = "adamw",
-             gpu = "H100-80GB", parallel = parallel(dp = 2, tp = 8, pp = 16, micro_batches = 768, overlap_grad_reduce = False), cluster = cluster(nodes = 32, gpus_per_node = 8))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 2, tp = 8, pp = 16, micro_batches = 768, overlap_grad_reduce = False), cluster = cluster(nodes = 32, gpus_per_node = 8), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Llama 3 8B on 8 H100s: bf16 with bf16 gradient reduction, distributed optimizer, Transformer Engine fp8",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -68,7 +68,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// Without --overlap-*, Megatron reduces the gradients after the
 		// backward and gathers the parameters after the step.
@@ -78,7 +78,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False), clip_grad_norm = 1.0)`,
 	}, {
 		// Megatron-Bridge's MXFP8 recipe (bf16_with_mxfp8_mixed): fp8
 		// parameters with the gradient buffer reused for their all-gather.
@@ -88,7 +88,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8", "reuse-grad-buf-for-mxfp8-param-ag=true"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-mxfp8", fp8_param_gather = True, optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             float8 = "te-mxfp8", fp8_param_gather = True, optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Llama 3 8B with MXFP8 parameters without the shared buffer",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -96,7 +96,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8"}},
 		notModelled: append([]string{"fp8-param-gather: MXFP8 parameters without --reuse-grad-buf-for-mxfp8-param-ag (a bf16 param buffer of their own)"}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Llama 3 8B with blockwise scaling: its fp8 parameters are listed",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -104,7 +104,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, Overrides: []string{"fp8-recipe=blockwise"}},
 		notModelled: append([]string{"fp8-param-gather: fp8 parameters with the blockwise recipe (docs/float8.md)"}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-blockwise", optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             float8 = "te-blockwise", optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -113,7 +113,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// Megatron's loss is the vocabulary-parallel one at tp 1 too
 		// (compute_language_model_loss), fused as at tp 2
@@ -123,7 +123,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		opts:        Options{GPUs: 8, Overrides: []string{"cross-entropy-fusion-impl=te"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "te", distributed_optimizer = True))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, loss_parallel = "te", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// one GPU: the distributed optimizer of one rank is a layout (the
 		// fp8 parameters' gather needs it), the fused loss runs in it
@@ -134,7 +134,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 128, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
-             parallel = parallel(dp = 1, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+             parallel = parallel(dp = 1, loss_parallel = "megatron_fused", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}, {
 		// one GPU without the distributed optimizer: no layout to run the
 		// fused loss in (memsh's plain cross-entropy), said
@@ -145,7 +145,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		notModelled: append([]string{"cross-entropy-loss-fusion: Megatron's fused loss on one GPU without --use-distributed-optimizer (memsh lowers the plain cross-entropy without a Megatron layout)"},
 			llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 128, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
-             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB")`,
+             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", clip_grad_norm = 1.0)`,
 	}, {
 		name:        "the same with Transformer Engine's fused cross-entropy",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -154,7 +154,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision("megatron", param
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision("megatron", grads = "bf16"), dataloader_mask = False,
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "te", distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "te", distributed_optimizer = True), clip_grad_norm = 1.0)`,
 	}})
 }
 

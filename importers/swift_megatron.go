@@ -77,6 +77,9 @@ func megatronSwiftPlan(t *tree, o Options, sub string) (*plan, error) {
 		return nil, err
 	}
 	p.set("optimizer", str("adamw")) // adam, the one read (megatronSwiftRefused): FusedAdam with adam_w_mode
+	if err := megatronClip(t, p, "clip_grad"); err != nil {
+		return nil, err
+	}
 	if err := megatronSwiftRecompute(t, p); err != nil {
 		return nil, err
 	}

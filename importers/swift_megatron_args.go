@@ -270,7 +270,7 @@ var megatronSwiftNoEffect = []string{
 	"dist_ckpt_save_pre_mcore_014", "dist_ckpt_optim_fully_reshardable", "distrib_optim_fully_reshardable_mem_efficient", "save_missing_weights",
 	"merge_lora", "bridge_backend", "metric_for_best_model", "greater_is_better", "train_iters", "num_train_epochs", "eval_iters", "eval_steps",
 	"lr", "lr_warmup_init", "lr_decay_style", "lr_decay_iters", "lr_warmup_iters", "lr_warmup_fraction", "min_lr", "lr_wsd_decay_style",
-	"lr_wsd_decay_iters", "weight_decay", "weight_decay_incr_style", "start_weight_decay", "end_weight_decay", "clip_grad", "adam_beta1",
+	"lr_wsd_decay_iters", "weight_decay", "weight_decay_incr_style", "start_weight_decay", "end_weight_decay", "adam_beta1",
 	"adam_beta2", "adam_eps", "sgd_momentum", "manual_gc", "manual_gc_steps", "manual_gc_eval", "logging_steps", "tensorboard_dir",
 	"tensorboard_queue_size", "wandb_project", "wandb_exp_name", "dataloader_num_workers", "dataloader_pin_memory", "data_sharding",
 	"te_rng_tracker", "data_parallel_random_init", "local_rank", "ddp_timeout", "group_by_length", "moe_aux_loss_coeff", "moe_z_loss_coeff",

@@ -32,7 +32,7 @@ func TestMegatronSwift(t *testing.T) {
 		hand: `plan = train(` + moeModel + `, batch = 1, seq = 8192, dataloader_mask = False, precision = "megatron",
              optimizer = "adamw", checkpoint = "full", gpu = "A100-80GB", expandable_segments = True,
              parallel = parallel(dp = 4, pp = 2, micro_batches = 4, stage_layers = [13, 11], ep = 4, expert_tp = 1, router_dtype = "fp32",
-                                 shared_expert_overlap = True, distributed_optimizer = True, loss_parallel = "megatron_fused"))`,
+                                 shared_expert_overlap = True, distributed_optimizer = True, loss_parallel = "megatron_fused"), clip_grad_norm = 1.0)`,
 		notModelled: []string{megatronRope},
 	}, {
 		name: "Qwen2.5-14B tp 4, selective recompute (megatron/base_to_chat.sh)",
@@ -41,7 +41,7 @@ func TestMegatronSwift(t *testing.T) {
 		hand: `plan = train(hf_config("dense.json", attn = "flash", transformers = "4.57.1"), batch = 1, seq = 8192, dataloader_mask = False,
              precision = "megatron", optimizer = "adamw", checkpoint = "selective", gpu = "A100-80GB", expandable_segments = True, grad_accum = 8,
              parallel = parallel(dp = 2, tp = 4, sequence_parallel = True, distributed_optimizer = True,
-                                 overlap_grad_reduce = False, overlap_param_gather = False, loss_parallel = "megatron_fused"))`,
+                                 overlap_grad_reduce = False, overlap_param_gather = False, loss_parallel = "megatron_fused"), clip_grad_norm = 1.0)`,
 		notModelled: []string{megatronRope},
 	}, {
 		name: "torchrun on swift/cli/_megatron/sft.py, unpacked rows, the defaults",
@@ -49,7 +49,7 @@ func TestMegatronSwift(t *testing.T) {
 		step: megatronStep(16, 4096),
 		hand: `plan = train(hf_config("dense.json", attn = "flash", transformers = "4.57.1"), batch = 1, seq = 4096, grad_accum = 8,
              dataloader_mask = False, precision = "megatron", optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
-             parallel = parallel(dp = 2, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False, loss_parallel = "megatron_fused"))`,
+             parallel = parallel(dp = 2, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False, loss_parallel = "megatron_fused"), clip_grad_norm = 1.0)`,
 		notModelled: []string{"padding_free: each micro-batch's rows joined without padding, up to 4096 tokens a row: memsh replays rows of 4096 (--seq N for another length)", megatronRope},
 	}})
 }

@@ -578,6 +578,9 @@ func (row swiftRow) plan(t *testing.T, prec core.Precision, rt core.Runtime, dev
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Phase: core.Train,
 		Parallel: row.par, Cluster: hw.Cluster{Nodes: row.nodes, GPUsPerNode: 8}}
 	p.Overheads.Dispatch = "fused"
+	// the runs clipped: ms-swift's clip_grad, 1.0 (megatron_args.py l.545),
+	// which no script sets otherwise (importers/clip.go megatronClip)
+	p.Overheads.ClipGradNorm = 1
 	p.DataloaderMask = core.DataloaderMaskOff // packed padding-free rows: cu_seqlens, no [batch, 1, seq, seq] mask
 	p.ExpandableSegments = row.expandable
 	p.RuntimeMemory.NCCLConnect = "eager"
