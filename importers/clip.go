@@ -85,8 +85,9 @@ func hfClip(t *tree, p *plan) error {
 // BF16_Optimizer asserts the norm is positive on the host (bf16_optimizer.py
 // l.320: a sync). The float64 copies, their norms and launches are
 // priced by sim/timing/zero_step.go since session 48, whatever
-// gradient_clipping says; the clip priced here reads the gradients for a
-// norm once more (a pass DeepSpeed does not make) beside its scaling.
+// gradient_clipping says, and so is the scale: for a ZeRO step on the GPU
+// train(clip_grad_norm=) adds only the clip coefficient's scalar kernels
+// (timing's gradientWork prices no torch clip_grad_norm_ passes there).
 func deepspeedClip(t *tree, p *plan) error {
 	norm, err := t.clipNorm("gradient_clipping", 1.0)
 	if err != nil {
